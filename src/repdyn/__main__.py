@@ -1,0 +1,5 @@
+"""``python -m repdyn`` is the ``repdyn`` command."""
+
+from repdyn.cli import app
+
+app()

@@ -1,0 +1,81 @@
+"""The experiment contract: configs per scale, independent runs, and an analysis that returns figures and claims.
+
+An experiment is a subclass of :class:`Experiment` listed in its topic module's ``EXPERIMENTS`` tuple
+(e.g. ``repdyn/experiments/effective_theory.py``); :mod:`repdyn.runtime.registry` finds it there.
+
+The runtime expands ``runs(config)`` into independent units, executes each one (or reads it back from the result
+store), and calls ``analyse(config, results)`` on the stored results. ``execute`` must be a pure function of
+(config, run, seed, device): the store keys results by exactly those.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from repdyn.experiments.claims import ClaimSpec, Measured
+
+SCALES = ("smoke", "quick", "paper")
+"""smoke: seconds, used by tests; quick (default): every experiment in minutes on a 2-core CPU; paper: the
+papers' own sizes, for a GPU or a cluster."""
+
+RunResult = dict[str, Any]
+"""What ``execute`` returns: named NumPy arrays and Python scalars (int, float, bool, str)."""
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One independent unit of work, e.g. one (gain, seed-batch) of a sweep. ``label`` is unique within the
+    experiment and readable ("gain=0.1"); ``params`` (JSON-able) are what distinguishes this run."""
+
+    label: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Analysis:
+    """What ``analyse`` returns.
+
+    measured: claim id -> value (or :class:`Measured` with a note of evidence).
+    figures: name -> matplotlib Figure (closed by the report after rendering).
+    metrics: one row per run or condition, for the report's metrics table (metrics.csv / .parquet).
+    notes: explanation shown under the experiment's section, e.g. why a claim fails at this scale.
+    """
+
+    measured: dict[str, Measured | float | bool] = field(default_factory=dict)
+    figures: dict[str, Any] = field(default_factory=dict)
+    metrics: list[dict[str, Any]] = field(default_factory=list)
+    notes: str = ""
+
+
+class Experiment(ABC):
+    """Base class. Subclasses set the class attributes and implement the four methods."""
+
+    name: ClassVar[str]
+    """Registry name: "<topic>.<short>", e.g. "effective_theory.two_point"; the topic is the module name."""
+    title: ClassVar[str]
+    seed: ClassVar[str]
+    """Seed paper number, e.g. "000"."""
+    source: ClassVar[str]
+    """Figures/sections reproduced, e.g. "Fig. 2, Table 1"."""
+    claims: ClassVar[tuple[ClaimSpec, ...]]
+    Config: ClassVar[type]
+
+    @abstractmethod
+    def config(self, scale: str) -> Any:
+        """The config instance for ``scale`` (one of SCALES)."""
+
+    @abstractmethod
+    def runs(self, config: Any) -> list[RunSpec]:
+        """Independent units of work for ``config``."""
+
+    @abstractmethod
+    def execute(self, config: Any, run: RunSpec, seed: int, device: str) -> RunResult:
+        """Do one run. Raise :class:`repdyn.nn.Diverged` when the loss becomes NaN/inf."""
+
+    @abstractmethod
+    def analyse(self, config: Any, results: Mapping[str, RunResult]) -> Analysis:
+        """Turn the stored results (keyed by run label) into measured claims, figures and metrics."""
+

@@ -1,0 +1,9 @@
+"""Models, batched ensembles, losses, optimisers, the training loop and its recording callbacks."""
+
+from repdyn.nn.divergence import Diverged, check_finite
+from repdyn.nn.ensemble import Ensemble
+from repdyn.nn.mlp import MLP
+from repdyn.nn.recording import Schedule
+from repdyn.nn.training import TrainResult, train
+
+__all__ = ["MLP", "Diverged", "Ensemble", "Schedule", "TrainResult", "check_finite", "train"]

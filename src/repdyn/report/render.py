@@ -1,0 +1,95 @@
+"""The report: a self-contained ``index.html`` (figures embedded as base64 PNG, opens offline), ``claims.json``,
+``metrics.csv`` + ``metrics.parquet`` (one row per run or condition), and ``runs.csv`` (per-run status and time).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import pandas as pd
+
+import repdyn
+from repdyn.experiments.papers import PAPERS
+from repdyn.runtime.reproduce import ExperimentOutcome, write_json_atomic
+
+_ENV = jinja2.Environment(loader=jinja2.PackageLoader("repdyn.report", "templates"),
+                          autoescape=jinja2.select_autoescape(["html"]), trim_blocks=True, lstrip_blocks=True)
+
+
+def format_value(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+_ENV.filters["fmt"] = format_value
+
+
+def _write_text_atomic(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.replace(tmp, path)
+
+
+def _write_table(rows: list[dict[str, Any]], csv_path: Path, parquet_path: Path | None = None) -> None:
+    frame = pd.DataFrame(rows)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=csv_path.parent)
+    os.close(fd)
+    frame.to_csv(tmp, index=False)
+    os.replace(tmp, csv_path)
+    if parquet_path is not None:
+        # Mixed-type columns (a metric that is a string in one experiment, a number in another) become text.
+        for column in frame.columns:
+            if frame[column].dtype == object:
+                frame[column] = frame[column].map(lambda v: v if v is None else str(v))
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=parquet_path.parent)
+        os.close(fd)
+        frame.to_parquet(tmp, index=False)
+        os.replace(tmp, parquet_path)
+
+
+def write_report(out: str | os.PathLike[str], outcomes: Sequence[ExperimentOutcome], *, scale: str, seed: int,
+                 device: str) -> Path:
+    """Write the report files into ``out``; returns the path of index.html."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    claims = [claim for outcome in outcomes for claim in outcome.claims]
+    write_json_atomic(out / "claims.json", {
+        "version": repdyn.__version__, "scale": scale, "seed": seed, "device": device,
+        "passed": sum(c.passed for c in claims), "total": len(claims),
+        "claims": [c.to_json() for c in claims],
+    })
+    metrics = [{"experiment": o.name, **row} for o in outcomes for row in o.metrics]
+    _write_table(metrics or [{"experiment": None}], out / "metrics.csv", out / "metrics.parquet")
+    _write_table([{"experiment": o.name, **run} for o in outcomes for run in o.runs] or [{"experiment": None}],
+                 out / "runs.csv")
+    sections = []
+    for paper_seed in sorted({o.seed for o in outcomes}):
+        paper = PAPERS.get(paper_seed)
+        sections.append({
+            "seed": paper_seed, "paper": paper,
+            "experiments": [{
+                "outcome": o,
+                "figures": [(name, base64.b64encode(png).decode()) for name, png in o.figures.items()],
+            } for o in outcomes if o.seed == paper_seed],
+        })
+    html = _ENV.get_template("report.html").render(
+        title="repdyn report", version=repdyn.__version__, scale=scale, seed=seed, device=device,
+        generated=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        claims=claims, passed=sum(c.passed for c in claims), sections=sections,
+    )
+    index = out / "index.html"
+    _write_text_atomic(index, html)
+    return index

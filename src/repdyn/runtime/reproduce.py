@@ -1,0 +1,221 @@
+"""Reproduction: plan (validate everything, write nothing), execute missing runs, analyse stored results.
+
+The output folder holds ``manifest.json`` (what was asked for), ``runs/`` (the result store) and, after
+:func:`repdyn.report.render.write_report`, the report. ``repdyn report DIR`` re-analyses from ``runs/`` alone.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from repdyn.experiments.base import SCALES, Experiment
+from repdyn.experiments.claims import ClaimResult, evaluate
+from repdyn.experiments.config import ConfigError, apply_overrides, from_dict, to_dict
+from repdyn.runtime import registry
+from repdyn.runtime.executors import run_tasks, threads_per_job
+from repdyn.runtime.store import ResultStore, StoredRun, derive_seed, run_key
+from repdyn.runtime.tasks import Task
+
+MANIFEST = "manifest.json"
+
+
+@dataclass(frozen=True)
+class PlannedExperiment:
+    experiment: Experiment
+    config: Any
+
+    @property
+    def name(self) -> str:
+        return self.experiment.name
+
+
+@dataclass(frozen=True)
+class Plan:
+    experiments: tuple[PlannedExperiment, ...]
+    scale: str
+    seed: int
+    device: str
+    out: Path
+
+    @property
+    def store(self) -> ResultStore:
+        return ResultStore(self.out / "runs")
+
+
+@dataclass
+class ExperimentOutcome:
+    """Everything the report shows for one experiment."""
+
+    name: str
+    title: str
+    seed: str
+    source: str
+    config: dict[str, Any]
+    claims: list[ClaimResult]
+    figures: dict[str, bytes]  # name -> PNG
+    metrics: list[dict[str, Any]]
+    runs: list[dict[str, Any]]  # label, status, seconds, step
+    notes: str = ""
+    errors: list[str] = field(default_factory=list)
+
+
+def check_scale(scale: str) -> str:
+    if scale not in SCALES:
+        raise ConfigError(f"unknown scale {scale!r}: choose one of {', '.join(SCALES)}")
+    return scale
+
+
+def check_device(device: str) -> str:
+    if device not in ("cpu", "cuda"):
+        raise ConfigError(f"unknown device {device!r}: choose cpu or cuda")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("--device cuda: no CUDA device is available on this machine (use --device cpu)")
+    return device
+
+
+def plan(names: Sequence[str] | None, *, scale: str = "quick", overrides: Mapping[str, str] | None = None,
+         seed: int = 0, device: str = "cpu", out: str | os.PathLike[str] = "repdyn-out") -> Plan:
+    """Resolve and validate a reproduction. Raises ConfigError on any bad input; writes nothing."""
+    check_scale(scale)
+    check_device(device)
+    if seed < 0:
+        raise ConfigError(f"--seed {seed} is out of range: must be >= 0")
+    experiments = registry.select(names)
+    planned = []
+    for experiment in experiments:
+        config = experiment.config(scale)
+        if overrides:
+            try:
+                config = apply_overrides(config, overrides)
+            except ConfigError as err:
+                raise ConfigError(f"{experiment.name}: {err}") from None
+        planned.append(PlannedExperiment(experiment, config))
+    return Plan(tuple(planned), scale, seed, device, Path(out))
+
+
+def tasks_for(plan_: Plan, jobs: int = 1) -> list[Task]:
+    tasks = []
+    for item in plan_.experiments:
+        config = to_dict(item.config)
+        for run in item.experiment.runs(item.config):
+            seed = derive_seed(plan_.seed, item.name, run.label)
+            params = dict(run.params)
+            key = run_key(item.name, config, run.label, params, seed, plan_.device)
+            tasks.append(Task(item.name, config, run.label, params, seed, plan_.device, key,
+                              str(plan_.store.root), threads=threads_per_job(jobs) if jobs > 1 else 0))
+    return tasks
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+    with os.fdopen(fd, "w") as handle:
+        json.dump(data, handle, indent=2, sort_keys=True, default=str)
+    os.replace(tmp, path)
+
+
+def write_manifest(plan_: Plan) -> None:
+    write_json_atomic(plan_.out / MANIFEST, {
+        "scale": plan_.scale, "seed": plan_.seed, "device": plan_.device,
+        "experiments": {item.name: to_dict(item.config) for item in plan_.experiments},
+    })
+
+
+def load_plan(out: str | os.PathLike[str]) -> Plan:
+    """The plan recorded in ``out/manifest.json`` (for ``repdyn report``)."""
+    path = Path(out) / MANIFEST
+    if not path.is_file():
+        raise ConfigError(f"{out}: no {MANIFEST} here; give the folder a `repdyn reproduce --out` wrote")
+    manifest = json.loads(path.read_text())
+    planned = []
+    for name, config in manifest["experiments"].items():
+        experiment = registry.get(name)
+        planned.append(PlannedExperiment(experiment, from_dict(experiment.Config, config)))
+    return Plan(tuple(planned), manifest["scale"], manifest["seed"], manifest["device"], Path(out))
+
+
+def execute(plan_: Plan, *, jobs: int = 1, cluster: str | None = None, force: bool = False,
+            on_done: Callable[[Task, str], None] = lambda task, status: None,
+            on_start: Callable[[int, int], None] = lambda total, todo: None) -> None:
+    """Run every task of the plan whose result is not stored yet (all of them with ``force``)."""
+    write_manifest(plan_)
+    store = plan_.store
+    store.clean_temporaries()
+    tasks = tasks_for(plan_, jobs)
+    if force:
+        for task in tasks:
+            store.path(task.experiment, task.key).unlink(missing_ok=True)
+    todo = [t for t in tasks if not store.has(t.experiment, t.key)]
+    on_start(len(tasks), len(todo))
+    run_tasks(todo, jobs=jobs, cluster=cluster, on_done=on_done)
+
+
+def figure_png(figure: Any) -> bytes:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+    return buffer.getvalue()
+
+
+def analyse(plan_: Plan) -> list[ExperimentOutcome]:
+    """Analyse stored results. Claims that depend on a diverged run fail with that reason."""
+    store = plan_.store
+    outcomes = []
+    by_experiment: dict[str, list[Task]] = {}
+    for task in tasks_for(plan_):
+        by_experiment.setdefault(task.experiment, []).append(task)
+    for item in plan_.experiments:
+        experiment = item.experiment
+        stored: dict[str, StoredRun] = {}
+        for task in by_experiment.get(item.name, []):
+            if not store.has(task.experiment, task.key):
+                raise ConfigError(f"{item.name}: run {task.label!r} has no stored result in {store.root}; "
+                                  f"run `repdyn reproduce --out {plan_.out}` to finish it")
+            stored[task.label] = store.read(task.experiment, task.key)
+        outcomes.append(_analyse_one(experiment, item.config, stored))
+    return outcomes
+
+
+def _analyse_one(experiment: Experiment, config: Any, stored: Mapping[str, StoredRun]) -> ExperimentOutcome:
+    diverged = {label: run for label, run in stored.items() if run.diverged}
+    results = {label: run.result for label, run in stored.items() if not run.diverged}
+    failures: dict[str, str] = {}
+    for spec in experiment.claims:
+        hit = [label for label in diverged if spec.depends_on_run(label)]
+        if hit:
+            first = diverged[hit[0]].meta
+            failures[spec.id] = (f"run {hit[0]!r} diverged at step {first.get('step')} "
+                                 f"({first.get('reason', 'loss NaN/inf')})")
+    errors: list[str] = []
+    figures: dict[str, bytes] = {}
+    metrics: list[dict[str, Any]] = []
+    notes = ""
+    measured: Mapping[str, Any] = {}
+    try:
+        analysis = experiment.analyse(config, results)
+        measured, metrics, notes = analysis.measured, analysis.metrics, analysis.notes
+        for name, figure in analysis.figures.items():
+            figures[name] = figure_png(figure)
+    except Exception as err:  # noqa: BLE001 - shown in the report; the claims fail with the reason
+        reason = f"analysis failed: {type(err).__name__}: {err}"
+        if diverged:
+            reason += f" (runs diverged: {', '.join(diverged)})"
+        errors.append(reason)
+    claims = []
+    for spec in experiment.claims:
+        failure = failures.get(spec.id)
+        if failure is None and spec.id not in measured and errors:
+            failure = errors[0]
+        claims.append(evaluate(experiment.name, spec, measured.get(spec.id), failure))
+    runs = [{"label": label, "status": run.status, "seconds": run.meta.get("seconds"),
+             "step": run.meta.get("step")} for label, run in stored.items()]
+    return ExperimentOutcome(experiment.name, experiment.title, experiment.seed, experiment.source,
+                             to_dict(config), claims, figures, metrics, runs, notes, errors)

@@ -1,0 +1,64 @@
+"""A task is one run of one experiment, self-contained and picklable, so any executor (this process, local
+worker processes, a Dask cluster) can run it; its result goes straight into the result store."""
+
+from __future__ import annotations
+
+import os
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from repdyn.experiments.base import RunSpec
+from repdyn.experiments.config import from_dict
+from repdyn.nn.divergence import Diverged
+from repdyn.runtime import registry
+from repdyn.runtime.store import ResultStore
+
+
+@dataclass(frozen=True)
+class Task:
+    experiment: str
+    config: dict[str, Any]
+    label: str
+    params: dict[str, Any]
+    seed: int
+    device: str
+    key: str
+    store_root: str
+    threads: int = 0  # torch intra-op threads in the worker; 0 keeps the process default
+
+
+class TaskFailed(RuntimeError):
+    """A run raised an exception other than divergence (a bug, or a resource limit). Nothing is stored."""
+
+    def __init__(self, task: Task, detail: str) -> None:
+        super().__init__(f"{task.experiment} run {task.label!r} failed: {detail}")
+        self.task = task
+
+
+def execute_task(task: Task) -> str:
+    """Run one task and store its result atomically. Returns "ok", "diverged" or "cached"."""
+    store = ResultStore(task.store_root)
+    if store.has(task.experiment, task.key):
+        return "cached"
+    if task.threads:
+        torch.set_num_threads(task.threads)
+    experiment = registry.get(task.experiment)
+    config = from_dict(experiment.Config, task.config)
+    start = time.perf_counter()
+    meta: dict[str, Any] = {"experiment": task.experiment, "label": task.label, "params": task.params,
+                            "seed": task.seed, "device": task.device, "config": task.config, "pid": os.getpid()}
+    try:
+        result = experiment.execute(config, RunSpec(task.label, task.params), task.seed, task.device)
+        meta["status"] = "ok"
+    except Diverged as err:
+        result = {}
+        meta.update(status="diverged", step=err.step, reason=str(err))
+    except Exception as err:  # noqa: BLE001 - reported with its traceback, never stored as a result
+        raise TaskFailed(task, "".join(traceback.format_exception_only(type(err), err)).strip()) from err
+    meta["seconds"] = time.perf_counter() - start
+    store.write(task.experiment, task.key, result, meta)
+    return meta["status"]

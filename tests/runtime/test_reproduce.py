@@ -1,0 +1,124 @@
+"""The runtime end to end through the ``repdyn`` command, on the least-squares fixture experiment."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+FIXTURE = "fixture.least_squares"
+
+
+def repdyn(*args: str, env: dict[str, str], **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "repdyn", *args], capture_output=True, text=True, env=env,
+                          timeout=600, **kwargs)
+
+
+def stored(out: Path) -> list[Path]:
+    return sorted((out / "runs" / FIXTURE).glob("*.npz"))
+
+
+def test_run_writes_report_claims_and_metrics(tmp_path, cli_env):
+    out = tmp_path / "out"
+    done = repdyn("run", FIXTURE, "--scale", "smoke", "--out", str(out), "--json", env=cli_env)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["passed"] == summary["total"] == 2 and summary["failed"] == []
+    claims = json.loads((out / "claims.json").read_text())
+    assert {c["id"] for c in claims["claims"]} == {"converges", "first_lr"}
+    assert all(c["measured"] < 1e-6 for c in claims["claims"])
+    metrics = pd.read_parquet(out / "metrics.parquet")
+    assert list(metrics["run"]) == ["lr=0.1", "lr=0.2"] and (metrics["error"] < 1e-6).all()
+    html = (out / "index.html").read_text()
+    assert "data:image/png;base64," in html and "2 of 2 pass" in html
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["run", "no.such"], "unknown experiment 'no.such'"),
+    (["run", FIXTURE, "--set", "depth=3"], "unknown setting 'depth': allowed keys are n, d, lrs, steps, delay"),
+    (["run", FIXTURE, "--set", "n=many"], "n='many' is not a valid int"),
+    (["run", FIXTURE, "--set", "n=0"], "n=0 is out of range: must be >= 2"),
+    (["run", FIXTURE, "--set", "lrs=0.1,-1"], "lrs=-1.0 is out of range: must be > 0"),
+    (["run", FIXTURE, "--scale", "quik"], "unknown scale 'quik': choose one of smoke, quick, paper"),
+    (["reproduce", "--only", "nonsense"], "unknown experiment 'nonsense'"),
+    (["run", FIXTURE, "--device", "tpu"], "unknown device 'tpu': choose cpu or cuda"),
+    (["report", "missing-folder"], "no manifest.json here"),
+])
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, cli_env, args, message):
+    done = repdyn(*args, "--out", str(tmp_path / "out"), env=cli_env) if args[0] != "report" else \
+        repdyn(*args, env=cli_env, cwd=tmp_path)
+    assert done.returncode == 2
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_diverged_run_is_stored_and_fails_only_its_claims(tmp_path, cli_env):
+    out = tmp_path / "out"
+    done = repdyn("run", FIXTURE, "--set", "lrs=0.1,5", "--out", str(out), "--json", env=cli_env)
+    assert done.returncode == 1
+    claims = {c["id"]: c for c in json.loads(done.stdout)["claims"]}
+    assert claims["first_lr"]["passed"]
+    assert not claims["converges"]["passed"] and "run 'lr=5' diverged at step" in claims["converges"]["note"]
+    runs = pd.read_csv(out / "runs.csv")
+    assert dict(zip(runs["label"], runs["status"])) == {"lr=0.1": "ok", "lr=5": "diverged"}
+    # a second invocation reads the diverged run back instead of retrying it
+    again = repdyn("run", FIXTURE, "--set", "lrs=0.1,5", "--out", str(out), "--json", env=cli_env)
+    assert again.returncode == 1 and len(stored(out)) == 2
+
+
+def test_killed_reproduction_resumes_without_recomputing(tmp_path, cli_env):
+    out = tmp_path / "out"
+    args = ["run", FIXTURE, "--set", "lrs=0.1,0.2,0.3,0.4", "--set", "delay=1", "--out", str(out)]
+    process = subprocess.Popen([sys.executable, "-m", "repdyn", *args], env=cli_env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while len(stored(out)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    finished = {p.name: p.stat().st_mtime_ns for p in stored(out)}
+    assert 2 <= len(finished) < 4
+    assert not (out / "index.html").exists()
+    resumed = repdyn(*args, env=cli_env)
+    assert resumed.returncode == 0, resumed.stderr
+    after = {p.name: p.stat().st_mtime_ns for p in stored(out)}
+    assert len(after) == 4 and all(after[name] == mtime for name, mtime in finished.items())
+    assert not list((out / "runs" / FIXTURE).glob(".tmp-*"))
+    forced = repdyn(*args[:-2], "--out", str(out), "--force", env=cli_env)
+    assert forced.returncode == 0
+    assert all(p.stat().st_mtime_ns != after[p.name] for p in stored(out))
+
+
+def test_same_config_and_seed_give_bit_identical_results(tmp_path, cli_env):
+    outs = [tmp_path / "a", tmp_path / "b", tmp_path / "c"]
+    for out, seed in zip(outs, ("7", "7", "8")):
+        assert repdyn("run", FIXTURE, "--seed", seed, "--out", str(out), env=cli_env).returncode == 0
+    first, second, other = ([np.load(p)["w"] for p in stored(out)] for out in outs)
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(first, second))
+    assert not all(np.array_equal(a, c) for a, c in zip(first, other))
+
+
+def test_report_rerenders_from_stored_runs(tmp_path, cli_env):
+    out = tmp_path / "out"
+    assert repdyn("run", FIXTURE, "--out", str(out), env=cli_env).returncode == 0
+    mtimes = [p.stat().st_mtime_ns for p in stored(out)]
+    (out / "index.html").unlink()
+    done = repdyn("report", str(out), env=cli_env)
+    assert done.returncode == 0 and "2 of 2 claims pass" in done.stdout
+    assert (out / "index.html").is_file() and [p.stat().st_mtime_ns for p in stored(out)] == mtimes
+
+
+def test_list_shows_claims_and_sources(cli_env):
+    done = repdyn("list", "--json", env=cli_env)
+    assert done.returncode == 0
+    fixture = next(e for e in json.loads(done.stdout) if e["name"] == FIXTURE)
+    assert fixture["claims"][0] == {"id": "converges", "statement": "GD reaches the least-squares solution",
+                                    "source": "closed form (normal equations)", "expected": "≤ 1e-06"}
