@@ -12,6 +12,7 @@ FIXTURES = Path(__file__).parent / "runtime"
 os.environ["REPDYN_PLUGINS"] = "fixture_experiments"
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(FIXTURES), os.environ.get("PYTHONPATH")]))
 sys.path.insert(0, str(FIXTURES))
+sys.path.insert(0, str(Path(__file__).parent))  # tests/report_browser.py, imported by tests
 
 
 @pytest.fixture
@@ -44,18 +45,3 @@ def browser():
     driver = webdriver.Chrome(service=Service(driver_path), options=options)
     yield driver
     driver.quit()
-
-
-def check_report_in_browser(driver, index: Path, screenshot: Path) -> list[dict]:
-    """Open a report, assert every image rendered, save a screenshot; returns the claims table rows."""
-    driver.get(index.resolve().as_uri())
-    images = driver.execute_script(
-        "return Array.from(document.images).map(i => ({alt: i.alt, w: i.naturalWidth, done: i.complete}))")
-    assert images, "the report has no figure"
-    assert all(image["done"] and image["w"] > 0 for image in images), images
-    rows = driver.execute_script(
-        "return Array.from(document.querySelectorAll('#claims tbody tr')).map(r => ({"
-        "claim: r.dataset.claim, status: r.cells[0].innerText.trim()}))")
-    driver.save_screenshot(str(screenshot))
-    assert screenshot.stat().st_size > 0
-    return rows

@@ -6,3 +6,12 @@ PyTorch model. See DESIGN.md for the layers.
 """
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> object:
+    """``repdyn.Monitor``, imported on first use so that ``import repdyn`` stays cheap."""
+    if name == "Monitor":
+        from repdyn.monitor import Monitor
+
+        return Monitor
+    raise AttributeError(f"module 'repdyn' has no attribute {name!r}")

@@ -39,13 +39,13 @@ def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return command(*args, **kwargs)
         except ConfigError as error:
-            err.print(f"[red]error:[/red] {error}", highlight=False, markup=True)
+            typer.echo(f"error: {error}", err=True)
             raise typer.Exit(2) from None
         except TaskFailed as error:
-            err.print(f"[red]error:[/red] {error}", highlight=False)
+            typer.echo(f"error: {error}", err=True)
             raise typer.Exit(1) from None
         except KeyboardInterrupt:
-            err.print("interrupted: finished runs are stored; run the same command again to resume")
+            typer.echo("interrupted: finished runs are stored; run the same command again to resume", err=True)
             raise typer.Exit(130) from None
 
     return wrapper
@@ -142,3 +142,19 @@ def report(folder: Path = typer.Argument(..., help="A folder written by `repdyn 
     """Re-render a report from stored results (no run is recomputed)."""
     _finish(load_plan(folder), as_json)
 
+
+@app.command()
+@user_errors
+def analyze(recording: Path = typer.Argument(..., help="A monitor recording: the .npz written by Monitor.save"),
+            out: Path = typer.Option(None, "--out", help="Report folder (default: <name>-report beside the recording)")
+            ) -> None:
+    """Write the HTML report of a repdyn.Monitor recording of your own training run."""
+    from repdyn.monitor.recording import load_recording
+    from repdyn.monitor.report import write_monitor_report
+
+    try:
+        load_recording(recording)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    index = write_monitor_report(recording, out or recording.parent / f"{recording.stem}-report")
+    print(f"report: {index.resolve()}")

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from conftest import check_report_in_browser
+from report_browser import check_report_in_browser
 from repdyn.report.render import write_report
 from repdyn.runtime.reproduce import analyse, execute, plan
 

@@ -6,10 +6,13 @@ Loaded through REPDYN_PLUGINS=fixture_experiments (with tests/runtime on PYTHONP
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 from matplotlib.figure import Figure
 
 from repdyn.experiments.base import Analysis, Experiment, RunSpec
@@ -75,4 +78,63 @@ class LeastSquares(Experiment):
         )
 
 
-EXPERIMENTS = (LeastSquares(),)
+
+@dataclass(frozen=True)
+class TanhRegressionConfig:
+    n: int = param(32, ge=2, help="samples")
+    width: int = param(16, ge=1, help="hidden units")
+    runs: int = param(4, ge=1, help="independent runs, one seed each")
+    steps: int = param(40, ge=1)
+    lr: float = param(0.5, gt=0)
+    kill_marker: str = param("", help="run 1 SIGKILLs its own process if this file is missing, creating it first "
+                                      "(to test a worker dying mid-sweep); empty: nothing is killed")
+    delay: float = param(0.0, ge=0, help="seconds to sleep per run")
+
+
+class TanhRegression(Experiment):
+    """Full-batch GD on a one-hidden-layer tanh net in float32 torch (threaded matmuls: tests that executors and
+    thread counts do not change stored results)."""
+
+    name = "fixture.tanh_regression"
+    title = "Gradient descent on a small tanh network"
+    seed = "000"
+    source = "test fixture"
+    Config = TanhRegressionConfig
+    claims = (ClaimSpec("loss_drops", "GD with a small step lowers the loss", "descent lemma", at_most(0.5)),)
+
+    def config(self, scale: str) -> TanhRegressionConfig:
+        return TanhRegressionConfig()
+
+    def runs(self, config: TanhRegressionConfig) -> list[RunSpec]:
+        return [RunSpec(f"run={i}", {"index": i}) for i in range(config.runs)]
+
+    def execute(self, config: TanhRegressionConfig, run: RunSpec, seed: int, device: str) -> dict:
+        if run.params["index"] == 1 and config.kill_marker and not os.path.exists(config.kill_marker):
+            with open(config.kill_marker, "w") as handle:
+                handle.write(str(os.getpid()))
+            os.kill(os.getpid(), signal.SIGKILL)
+        generator = torch.Generator().manual_seed(seed)
+        x = torch.randn(config.n, 8, generator=generator)
+        y = torch.sin(x.sum(1, keepdim=True))
+        w1 = (torch.randn(8, config.width, generator=generator) / 8**0.5).to(device).requires_grad_()
+        w2 = (torch.randn(config.width, 1, generator=generator) / config.width**0.5).to(device).requires_grad_()
+        x, y = x.to(device), y.to(device)
+        losses = torch.empty(config.steps)
+        for step in range(config.steps):
+            loss = 0.5 * (torch.tanh(x @ w1) @ w2 - y).pow(2).mean()
+            losses[step] = loss.detach()
+            check_finite(float(losses[step]), step)
+            g1, g2 = torch.autograd.grad(loss, (w1, w2))
+            with torch.no_grad():
+                w1 -= config.lr * g1
+                w2 -= config.lr * g2
+        time.sleep(config.delay)
+        return {"losses": losses.numpy(), "w1": w1.detach().cpu().numpy()}
+
+    def analyse(self, config: TanhRegressionConfig, results: dict) -> Analysis:
+        ratios = [float(r["losses"][-1] / r["losses"][0]) for r in results.values()]
+        return Analysis(measured={"loss_drops": Measured(max(ratios), f"max over {len(ratios)} runs")},
+                        metrics=[{"run": label, "ratio": ratio} for label, ratio in zip(results, ratios)])
+
+
+EXPERIMENTS = (LeastSquares(), TanhRegression())

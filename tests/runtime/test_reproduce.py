@@ -50,6 +50,8 @@ def test_run_writes_report_claims_and_metrics(tmp_path, cli_env):
     (["reproduce", "--only", "nonsense"], "unknown experiment 'nonsense'"),
     (["run", FIXTURE, "--device", "tpu"], "unknown device 'tpu': choose cpu or cuda"),
     (["report", "missing-folder"], "no manifest.json here"),
+    (["run", FIXTURE, "--jobs", "0"], "--jobs 0 is out of range: must be >= 1"),
+    (["reproduce", "--only", FIXTURE, "--cluster", "local:zero"], "write local:N with N >= 1 workers"),
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, cli_env, args, message):
     done = repdyn(*args, "--out", str(tmp_path / "out"), env=cli_env) if args[0] != "report" else \

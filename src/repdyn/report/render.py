@@ -19,7 +19,7 @@ import repdyn
 from repdyn.experiments.papers import PAPERS
 from repdyn.runtime.reproduce import ExperimentOutcome, write_json_atomic
 
-_ENV = jinja2.Environment(loader=jinja2.PackageLoader("repdyn.report", "templates"),
+ENVIRONMENT = jinja2.Environment(loader=jinja2.PackageLoader("repdyn.report", "templates"),
                           autoescape=jinja2.select_autoescape(["html"]), trim_blocks=True, lstrip_blocks=True)
 
 
@@ -33,18 +33,19 @@ def format_value(value: Any) -> str:
     return str(value)
 
 
-_ENV.filters["fmt"] = format_value
+ENVIRONMENT.filters["fmt"] = format_value
 
 
-def _write_text_atomic(path: Path, text: str) -> None:
+def write_text_atomic(path: Path, text: str) -> None:
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(text)
     os.replace(tmp, path)
 
 
-def _write_table(rows: list[dict[str, Any]], csv_path: Path, parquet_path: Path | None = None) -> None:
-    frame = pd.DataFrame(rows)
+def write_table(frame: pd.DataFrame, csv_path: Path, parquet_path: Path | None = None) -> None:
+    """Write a table as CSV (and Parquet) atomically."""
+    frame = frame.copy()
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=csv_path.parent)
     os.close(fd)
     frame.to_csv(tmp, index=False)
@@ -72,9 +73,9 @@ def write_report(out: str | os.PathLike[str], outcomes: Sequence[ExperimentOutco
         "claims": [c.to_json() for c in claims],
     })
     metrics = [{"experiment": o.name, **row} for o in outcomes for row in o.metrics]
-    _write_table(metrics or [{"experiment": None}], out / "metrics.csv", out / "metrics.parquet")
-    _write_table([{"experiment": o.name, **run} for o in outcomes for run in o.runs] or [{"experiment": None}],
-                 out / "runs.csv")
+    write_table(pd.DataFrame(metrics or [{"experiment": None}]), out / "metrics.csv", out / "metrics.parquet")
+    runs = [{"experiment": o.name, **run} for o in outcomes for run in o.runs]
+    write_table(pd.DataFrame(runs or [{"experiment": None}]), out / "runs.csv")
     sections = []
     for paper_seed in sorted({o.seed for o in outcomes}):
         paper = PAPERS.get(paper_seed)
@@ -85,11 +86,11 @@ def write_report(out: str | os.PathLike[str], outcomes: Sequence[ExperimentOutco
                 "figures": [(name, base64.b64encode(png).decode()) for name, png in o.figures.items()],
             } for o in outcomes if o.seed == paper_seed],
         })
-    html = _ENV.get_template("report.html").render(
+    html = ENVIRONMENT.get_template("report.html").render(
         title="repdyn report", version=repdyn.__version__, scale=scale, seed=seed, device=device,
         generated=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         claims=claims, passed=sum(c.passed for c in claims), sections=sections,
     )
     index = out / "index.html"
-    _write_text_atomic(index, html)
+    write_text_atomic(index, html)
     return index

@@ -1,21 +1,38 @@
 """Dask execution: each run is a Dask task; results flow into the same result store.
 
 ``address`` is a running scheduler (``tcp://host:8786``) or ``local:N`` for a LocalCluster of N worker
-processes started for this sweep. A task whose worker dies is retried by Dask on another worker; since a task
-writes its result atomically and skips work already stored, retries and resumed sweeps never duplicate work.
+processes started for this sweep. A task whose worker dies (killed, out of memory, a lost node) is rescheduled by
+the Dask scheduler on another worker (up to its ``distributed.scheduler.allowed-failures``, 3 by default); an
+exception other than a failed run (say a full disk) is retried ``RETRIES`` times. Since a task writes its result
+atomically and skips a run already stored, a retried task or a resumed sweep never repeats finished work.
+
+Workers that share the store's file system (one machine, NFS, a cluster's scratch) write results straight into
+it. A worker that does not see the store (it cannot read the client's store id, see :func:`store_id`) runs the
+task against a store in its own temporary folder and sends the stored file back; the client writes it into the
+store. Either way the files are byte for byte what the local executor writes.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
+import socket
+import tempfile
+import traceback
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import replace
+from pathlib import Path
+
+import torch
 
 from repdyn.experiments.config import ConfigError
-from repdyn.runtime.tasks import Task, execute_task
+from repdyn.runtime.store import ResultStore
+from repdyn.runtime.tasks import Task, TaskFailed, execute_task
 
-RETRIES = 3
+RETRIES = 1
+CONNECT_TIMEOUT_S = 20
+STORE_ID_FILE = ".repdyn-store-id"
 
 
 def parse_cluster(address: str) -> tuple[str, int | None]:
@@ -30,12 +47,87 @@ def parse_cluster(address: str) -> tuple[str, int | None]:
     return address, None
 
 
-def run_on_cluster(tasks: Sequence[Task], address: str, on_done: Callable[[Task, str], None]) -> None:
+def store_id(root: str | os.PathLike[str]) -> str:
+    """The random id written once in ``root/.repdyn-store-id``; a worker that reads the same id shares the store."""
+    path = Path(root) / STORE_ID_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        from dask.distributed import Client, LocalCluster, as_completed
+        with open(path, "x") as handle:  # exclusive create: two clients starting at once agree on one id
+            handle.write(secrets.token_hex(16))
+    except FileExistsError:
+        pass
+    return path.read_text().strip()
+
+
+def _shares_store(root: str, expected_id: str) -> bool:
+    try:
+        return (Path(root) / STORE_ID_FILE).read_text().strip() == expected_id
+    except OSError:
+        return False
+
+
+def _worker_threads() -> int:
+    """Torch threads for a task on a remote worker: the worker's cores split between its task threads."""
+    from dask.distributed import get_worker
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, cores // max(1, get_worker().state.nthreads))
+
+
+def run_on_worker(task: Task, expected_store_id: str) -> tuple[str, bytes | None, str]:
+    """Run one task on a Dask worker: (status, the stored file when the worker does not share the store, detail).
+
+    A failed run comes back as status "failed" with its message rather than as an exception, so that Dask does
+    not retry a deterministic failure and the client can raise :class:`TaskFailed` naming the run.
+    """
+    if task.device == "cuda" and not torch.cuda.is_available():
+        return "failed", None, f"--device cuda: the Dask worker on {socket.gethostname()} has no CUDA device"
+    if not task.threads:
+        task = replace(task, threads=_worker_threads())
+    shared = _shares_store(task.store_root, expected_store_id)
+    if not shared:
+        local_root = Path(tempfile.gettempdir()) / "repdyn-worker-stores" / expected_store_id
+        task = replace(task, store_root=str(local_root))
+    try:
+        status = execute_task(task)
+    except TaskFailed as err:
+        cause = err.__cause__ or err
+        return "failed", None, "".join(traceback.format_exception_only(type(cause), cause)).strip()
+    data = None if shared else ResultStore(task.store_root).path(task.experiment, task.key).read_bytes()
+    return status, data, ""
+
+
+def write_stored_file(store: ResultStore, task: Task, data: bytes) -> Path:
+    """Write a result file sent back by a worker into the store, atomically (temp file + rename, as the store)."""
+    target = store.path(task.experiment, task.key)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def run_on_cluster(tasks: Sequence[Task], address: str, on_done: Callable[[Task, str], None]) -> None:
+    """Run ``tasks`` as Dask tasks on ``address`` (a scheduler or ``local:N``), calling ``on_done`` as each ends.
+
+    Raises ConfigError when Dask is missing or the scheduler cannot be reached, and TaskFailed for the first run
+    that fails (its worker died on every allowed attempt, or the run raised); finished runs stay stored.
+    """
+    try:
+        from dask.distributed import Client, KilledWorker, LocalCluster, as_completed
     except ImportError:
         raise ConfigError("--cluster needs Dask: pip install 'repdyn[cluster]'") from None
     kind, workers = parse_cluster(address)
+    if not tasks:
+        return
+    ids = {root: store_id(root) for root in {task.store_root for task in tasks}}
     with ExitStack() as stack:
         if kind == "local":
             cluster = stack.enter_context(LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
@@ -44,8 +136,22 @@ def run_on_cluster(tasks: Sequence[Task], address: str, on_done: Callable[[Task,
             tasks = [replace(task, threads=threads) for task in tasks]
             client = stack.enter_context(Client(cluster))
         else:
-            client = stack.enter_context(Client(address))
-        futures = {client.submit(execute_task, task, key=f"repdyn-{task.experiment}-{task.key}",
+            try:
+                client = stack.enter_context(Client(address, timeout=CONNECT_TIMEOUT_S))
+            except (OSError, TimeoutError) as err:
+                raise ConfigError(f"--cluster {address!r}: no Dask scheduler answered within {CONNECT_TIMEOUT_S} s "
+                                  f"({type(err).__name__}); start one with `dask scheduler`") from None
+        futures = {client.submit(run_on_worker, task, ids[task.store_root], key=f"repdyn-{task.experiment}-{task.key}",
                                  retries=RETRIES, pure=False): task for task in tasks}
         for future in as_completed(futures):
-            on_done(futures[future], future.result())
+            task = futures.pop(future)
+            try:
+                status, data, detail = future.result()
+            except KilledWorker as err:
+                raise TaskFailed(task, f"its Dask worker died on every allowed attempt ({err}); out of memory?") \
+                    from None
+            if status == "failed":
+                raise TaskFailed(task, detail)
+            if data is not None:
+                write_stored_file(ResultStore(task.store_root), task, data)
+            on_done(task, status)

@@ -38,11 +38,20 @@ def _execute_pair(task: Task) -> tuple[Task, str]:
     return task, execute_task(task)
 
 
+def check_executor(jobs: int, cluster: str | None) -> None:
+    """Validate ``--jobs``/``--cluster`` before anything is written."""
+    if jobs < 1:
+        raise ConfigError(f"--jobs {jobs} is out of range: must be >= 1")
+    if cluster is not None:
+        from repdyn.runtime.cluster import parse_cluster
+
+        parse_cluster(cluster)
+
+
 def run_tasks(tasks: Sequence[Task], *, jobs: int = 1, cluster: str | None = None,
               on_done: OnDone = lambda task, status: None) -> None:
     """Dispatch to the local executor or a Dask cluster (``tcp://host:8786`` or ``local:N``)."""
-    if jobs < 1:
-        raise ConfigError(f"--jobs {jobs} is out of range: must be >= 1")
+    check_executor(jobs, cluster)
     if cluster is None:
         run_local(tasks, jobs, on_done)
         return

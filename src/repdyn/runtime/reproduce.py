@@ -21,7 +21,7 @@ from repdyn.experiments.base import SCALES, Experiment
 from repdyn.experiments.claims import ClaimResult, evaluate
 from repdyn.experiments.config import ConfigError, apply_overrides, from_dict, to_dict
 from repdyn.runtime import registry
-from repdyn.runtime.executors import run_tasks, threads_per_job
+from repdyn.runtime.executors import check_executor, run_tasks, threads_per_job
 from repdyn.runtime.store import ResultStore, StoredRun, derive_seed, run_key
 from repdyn.runtime.tasks import Task
 
@@ -147,6 +147,7 @@ def execute(plan_: Plan, *, jobs: int = 1, cluster: str | None = None, force: bo
             on_done: Callable[[Task, str], None] = lambda task, status: None,
             on_start: Callable[[int, int], None] = lambda total, todo: None) -> None:
     """Run every task of the plan whose result is not stored yet (all of them with ``force``)."""
+    check_executor(jobs, cluster)
     write_manifest(plan_)
     store = plan_.store
     store.clean_temporaries()

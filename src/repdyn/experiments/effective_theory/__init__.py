@@ -1,0 +1,14 @@
+"""Experiments of seed 000 (effective theory of two-point representation dynamics), in the issue's order."""
+
+from repdyn.experiments.effective_theory.adam import AdamDynamics
+from repdyn.experiments.effective_theory.blobs import FeatureCollapse
+from repdyn.experiments.effective_theory.control import DepthDependence, PerturbedDynamicsControl
+from repdyn.experiments.effective_theory.digits import DigitsStructure
+from repdyn.experiments.effective_theory.final_distance import FinalDistance
+from repdyn.experiments.effective_theory.init_scale import InitialWeightScale
+from repdyn.experiments.effective_theory.two_point import TwoPointDynamics
+from repdyn.experiments.effective_theory.xor import XorStructure
+
+EXPERIMENTS = (TwoPointDynamics(), InitialWeightScale(), FinalDistance(), PerturbedDynamicsControl(),
+               DepthDependence(), XorStructure(), FeatureCollapse(),
+               DigitsStructure(), AdamDynamics())

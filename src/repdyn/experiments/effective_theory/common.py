@@ -1,0 +1,164 @@
+"""Shared pieces of the seed-000 experiments: Table 1 architectures, two-point training, fits and figures."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from matplotlib.figure import Figure
+
+from repdyn.data.two_points import two_point_data
+from repdyn.nn import MLP, Ensemble, Schedule, train
+from repdyn.nn.cnn import ConvChain
+from repdyn.probes.two_point import TwoPointState, two_point_recorder
+from repdyn.theory import effective_theory as et
+
+PAPER_WIDTH = 500
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """One row of Table 1 of seed 000 (App. B.1): activation, Xavier gain, learning rate, hidden layers, width
+    relative to the default 500, skip connections (spec 000 §3.2: skip over two layers) and dropout."""
+
+    activation: str
+    gain: float
+    lr: float
+    depth: int = 20
+    width_fraction: float = 1.0
+    skip: int = 0
+    dropout: float = 0.0
+    conv: bool = False
+    reduced_width_lr_factor: float = 1.0
+    """Extra learning-rate factor below the paper's width (spec 000 §7.23: retune and report)."""
+
+
+TABLE1: dict[str, Architecture] = {
+    "default": Architecture("leaky_relu", 1.0, 0.005),
+    "conv": Architecture("leaky_relu", 0.95, 0.002, depth=10, conv=True),
+    "skip": Architecture("leaky_relu", 0.1, 0.01, skip=2),
+    "shallow": Architecture("leaky_relu", 0.35, 0.01, depth=2),
+    "narrow": Architecture("leaky_relu", 1.05, 0.005, width_fraction=0.1),
+    "dropout": Architecture("leaky_relu", 1.0, 0.005, depth=10, dropout=0.1),
+    "linear": Architecture("identity", 0.85, 0.00125),
+    "relu": Architecture("relu", 1.0, 0.005),
+    "elu": Architecture("elu", 0.95, 0.00045),
+    "tanh": Architecture("tanh", 0.85, 0.00125),
+    "swish": Architecture("silu", 1.7, 0.0025, reduced_width_lr_factor=0.5),  # diverged at step ~80 at width 64
+}
+"""Table 1 (verbatim gains and learning rates). The convolutional row uses the engine's ConvChain: 20 channels ×
+25 positions = 500 units, kernel 11, "same" padding (spec 000 §3.2), channels scaled with the width."""
+
+INIT_SCALES: dict[float, float] = {0.9: 0.015, 1.0: 0.005, 1.1: 0.0025, 1.3: 0.00075, 1.4: 0.00025}
+"""Table 1, initial-weight rows: leaky-ReLU gain -> learning rate (20 x 500)."""
+
+
+def readout_layer(depth: int) -> str:
+    """Post-activation of hidden layer ⌈N/2⌉ (1-based), spec 000 §7.11: "layer9" of the engine's 0-based names
+    for N = 20 (the 10th hidden layer), "layer0" for N = 2."""
+    return f"layer{(depth + 1) // 2 - 1}"
+
+
+def width_of(arch: Architecture, width: int) -> int:
+    """Hidden width of ``arch`` when the default has ``width`` units; the narrow row (a tenth: 50 of 500) keeps at
+    least 16 units at reduced widths, where a tenth would leave too few units to train."""
+    return max(16, round(width * arch.width_fraction)) if arch.width_fraction < 1 else width
+
+
+def scaled_lr(table_lr: float, width: int, paper_width: int = PAPER_WIDTH) -> float:
+    """Table-1 learning rate × (paper width / width): under Xavier init the effective step grows with width, so
+    the rate is retuned for reduced widths (spec 000 §6.2 and §7.23)."""
+    return table_lr * paper_width / width
+
+
+def train_two_point(*, activation: str, depth: int, width: int, gains: Sequence[float], lrs: Sequence[float],
+                    seeds: Sequence[int], steps: int, record_every: int, dx: Sequence[float], dy: Sequence[float],
+                    layers: Sequence[str] | None = None, skip: int = 0, dropout: float = 0.0, conv: bool = False,
+                    optimizer: str = "gd", device: str = "cpu", generator_seed: int = 0) -> dict[str, np.ndarray]:
+    """Train K MLPs (ConvChains when ``conv``), one per entry of gains/lrs/seeds/dx/dy, on their own two-point
+    data as one ensemble and record (u at ``layers``, v, w, ȳ, loss) every ``record_every`` steps (full-batch GD
+    unless ``optimizer``).
+
+    float64 throughout (spec 000 §7.22). Returns arrays: steps (T,), u (T, K, L), v, w, loss (T, K), ybar (T, K),
+    plus the per-member X, Y, gains and lrs.
+    """
+    layers = list(layers) if layers is not None else [readout_layer(depth)]
+    if conv:  # 20 channels at width 500 (Table 1), scaled with the width; positions fill the width
+        channels = max(2, round(20 * width / PAPER_WIDTH))
+        factory = functools.partial(ConvChain, 1, channels, width // channels, depth, 1, activation=activation,
+                                    dtype=torch.float64)
+    else:
+        factory = functools.partial(MLP, 1, width, depth, 1, activation=activation, skip=skip, dropout=dropout,
+                                    dtype=torch.float64)
+    model = Ensemble(factory, seeds=list(seeds), gains=list(gains), device=device)
+    x, y = two_point_data(np.asarray(dx, dtype=float), np.asarray(dy, dtype=float))
+    x, y = x.to(device), y.to(device)
+    generator = torch.Generator(device=device).manual_seed(generator_seed)
+    result = train(model, x, y, steps=steps, lr=list(lrs), optimizer=optimizer, generator=generator,
+                   schedule=Schedule.every(record_every, steps),
+                   recorders={"pair": two_point_recorder(x, y, layers)})
+    state = TwoPointState.unpack(torch.as_tensor(result.records["pair"]), len(layers))
+    return {"steps": result.steps.astype(float), "u": state.u.numpy(), "v": state.v.numpy(),
+            "w": state.w.numpy(), "ybar": state.ybar[..., 0].numpy(), "loss": result.loss,
+            "X": np.asarray(dx, dtype=float) ** 2, "Y": np.asarray(dy, dtype=float) ** 2,
+            "gains": np.asarray(gains, dtype=float), "lrs": np.asarray(lrs, dtype=float)}
+
+
+@dataclass(frozen=True)
+class MemberFit:
+    """A fit of Eq. 7 to one recorded trajectory; ``fit`` is None when it failed (``error`` says why)."""
+
+    fit: et.RateFit | None
+    relative_loss: float
+    error: str = ""
+
+
+def plateau_fraction(t: np.ndarray, u: np.ndarray) -> float:
+    """Fraction of the training time before ‖dh‖² has covered 5 % of its way from u(0) to its final value."""
+    progress = (u - u[0]) / (u[-1] - u[0])
+    crossed = np.nonzero(progress > 0.05)[0]
+    return float(t[crossed[0]] / t[-1]) if crossed.size else 1.0
+
+
+def relative_fit_loss(fit_loss: float, t: np.ndarray, u: np.ndarray, v: np.ndarray, w: np.ndarray) -> float:
+    """Eq. 49 fit loss divided by the same functional of the measured curves' deviation from their final values
+    (0 = perfect overlay; 1 = no better than a constant at the final state): scale-free, and not diluted by a long
+    converged tail that any fit matches."""
+    measured = np.stack([u, v, w], axis=-1)
+    return fit_loss / et.fit_objective(measured, np.broadcast_to(measured[-1], measured.shape), t)
+
+
+def fit_member(t: np.ndarray, u: np.ndarray, v: np.ndarray, w: np.ndarray, X: float, Y: float,
+               variant: str = "original") -> MemberFit:
+    """Fit (1/τ_h, 1/τ_y) to one trajectory; a FitError becomes a failed MemberFit with its message."""
+    try:
+        fit = et.fit_rates(t, u, v, w, X, Y, variant=variant)
+    except (et.FitError, RuntimeError) as err:
+        return MemberFit(None, float("nan"), str(err))
+    return MemberFit(fit, relative_fit_loss(fit.loss, t, u, v, w))
+
+
+def trajectory_figure(title: str, panels: Mapping[str, tuple[np.ndarray, np.ndarray, et.Trajectory | None]],
+                      Y: float = 1.0) -> Figure:
+    """One row per entry: u, v, w against epochs, network (solid) and fitted theory (dashed), as Fig. 2/3."""
+    fig = Figure(figsize=(9.0, 2.0 * len(panels) + 0.6))
+    axes = fig.subplots(len(panels), 3, squeeze=False)
+    for row, (label, (t, measured, theory)) in enumerate(panels.items()):
+        for col, name in enumerate(("‖dh‖²", "‖dy‖²", "w")):
+            ax = axes[row, col]
+            ax.plot(t, measured[:, col], color="C0", lw=1.5, label="network")
+            if theory is not None:
+                ax.plot(theory.t, theory.stacked()[:, col], color="C3", ls="--", lw=1.2, label="theory")
+            if name == "w":
+                ax.axhline(-Y / 4, color="0.6", lw=0.8, ls=":")
+            ax.set_title(f"{label}: {name}", fontsize=8)
+            ax.tick_params(labelsize=7)
+    axes[0, 0].legend(fontsize=7)
+    for ax in axes[-1]:
+        ax.set_xlabel("epoch", fontsize=8)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    return fig

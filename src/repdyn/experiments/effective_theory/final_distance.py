@@ -1,0 +1,143 @@
+"""Experiment 3 (Fig. 5 of seed 000): fit τ's on trials at dx = 0.5, dy = 1, then predict the final squared
+representational distance (Eq. 10) on a (dx, dy) grid; equal targets merge."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from repdyn.experiments.base import Analysis, Experiment, RunSpec
+from repdyn.experiments.claims import ClaimSpec, InRange, Measured, at_least, at_most
+from repdyn.experiments.config import param
+from repdyn.experiments.effective_theory.common import TABLE1, fit_member, scaled_lr, train_two_point
+from repdyn.theory import effective_theory as et
+
+
+@dataclass(frozen=True)
+class FinalDistanceConfig:
+    width: int = param(500, ge=2)
+    depth: int = param(20, ge=2, help="hidden layers (Table 1: 20; smaller only for smoke tests)")
+    steps: int = param(6000, ge=10)
+    time_compression: float = param(1.0, gt=0, help="learning rate × this")
+    record_every: int = param(1, ge=1)
+    fit_trials: int = param(50, ge=1, help="trials at dx = 0.5, dy = 1 whose fitted rates are averaged")
+    grid: int = param(5, ge=2, help="grid points per axis: dx in [0.5, 1.5], dy in [0, 1]")
+    converged_loss: float = param(1e-3, gt=0, help="trials whose final loss exceeds this are discarded")
+
+
+SCALE_CONFIGS = {
+    "smoke": FinalDistanceConfig(width=32, depth=4, steps=400, time_compression=2.0, record_every=5, fit_trials=1,
+                                  grid=2),
+    "quick": FinalDistanceConfig(width=64, steps=2000, time_compression=1.5, record_every=5, fit_trials=3, grid=3),
+    "paper": FinalDistanceConfig(),
+}
+
+
+def grid_points(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(dx, dy) of the sweep, spec 000 §3.4: dx ∈ linspace(0.5, 1.5, n) × dy ∈ linspace(0, 1, n)."""
+    dx, dy = np.meshgrid(np.linspace(0.5, 1.5, n), np.linspace(0.0, 1.0, n), indexing="ij")
+    return dx.ravel(), dy.ravel()
+
+
+class FinalDistance(Experiment):
+    name = "effective_theory.final_distance"
+    title = "Final representational distance across input and output distances"
+    seed = "000"
+    source = "Fig. 5, Eq. 10"
+    Config = FinalDistanceConfig
+    claims = (
+        ClaimSpec("slope", "Measured final ‖dh‖² against the Eq. 10 prediction (τ's fitted at dx = 0.5, dy = 1): "
+                  "least-squares slope through the origin", "seed 000, Fig. 5", InRange(0.7, 1.3)),
+        ClaimSpec("r2", "Coefficient of determination of measured vs predicted final ‖dh‖² (identity line)",
+                  "seed 000, Fig. 5", at_least(0.7)),
+        ClaimSpec("merge", "Equal targets merge: largest final ‖dh‖² at dy = 0 divided by the mean at dy = 1",
+                  "seed 000, Fig. 5; Eq. 10 with A_low = 0", at_most(0.1)),
+        ClaimSpec("converged", "Fraction of sweep trials that converged (final loss below the threshold)",
+                  "seed 000, App. B.1", at_least(0.8)),
+    )
+
+    def config(self, scale: str) -> FinalDistanceConfig:
+        return SCALE_CONFIGS[scale]
+
+    def runs(self, config: FinalDistanceConfig) -> list[RunSpec]:
+        return [RunSpec("sweep", {"fit_trials": config.fit_trials, "grid": config.grid})]
+
+    def execute(self, config: FinalDistanceConfig, run: RunSpec, seed: int, device: str) -> dict:
+        grid_dx, grid_dy = grid_points(config.grid)
+        dx = np.concatenate([np.full(config.fit_trials, 0.5), grid_dx])
+        dy = np.concatenate([np.full(config.fit_trials, 1.0), grid_dy])
+        k = dx.size
+        arch = TABLE1["default"]
+        lr = scaled_lr(arch.lr, config.width) * config.time_compression
+        return train_two_point(activation=arch.activation, depth=config.depth, width=config.width,
+                               gains=[arch.gain] * k, lrs=[lr] * k, seeds=[seed + i for i in range(k)],
+                               steps=config.steps, record_every=config.record_every, dx=dx, dy=dy, device=device,
+                               generator_seed=seed)
+
+    def analyse(self, config: FinalDistanceConfig, results: Mapping[str, dict]) -> Analysis:
+        res = results["sweep"]
+        t = res["steps"] * config.time_compression
+        analysis = Analysis()
+        rates, notes = [], []
+        for k in range(config.fit_trials):
+            member = fit_member(t, res["u"][:, k, 0], res["v"][:, k], res["w"][:, k], res["X"][k], res["Y"][k])
+            if member.fit is None:
+                notes.append(f"fit trial {k}: {member.error}")
+                continue
+            rates.append((member.fit.rate_h, member.fit.rate_y))
+        if not rates:
+            analysis.notes = "no fit trial converged: " + "; ".join(notes)
+            return analysis
+        # Average 1/τ over trials, then take the ratio (spec 000 §3.3 and §7.20).
+        rate_h, rate_y = np.mean(rates, axis=0)
+        tau_ratio = rate_h / rate_y
+        sweep = slice(config.fit_trials, None)
+        u0, v0 = res["u"][0, sweep, 0], res["v"][0, sweep]
+        X, Y = res["X"][sweep], res["Y"][sweep]
+        measured = res["u"][-1, sweep, 0]
+        predicted = et.fixed_point_distance(u0, v0, X, Y, tau_ratio)
+        converged = res["loss"][-1, sweep] < config.converged_loss
+        for i in range(X.size):
+            analysis.metrics.append({"dx": float(np.sqrt(X[i])), "dy": float(np.sqrt(Y[i])), "u0": u0[i],
+                                     "v0": v0[i], "final_u": measured[i], "predicted_u": predicted[i],
+                                     "final_loss": res["loss"][-1, config.fit_trials + i],
+                                     "converged": bool(converged[i])})
+        m, p = measured[converged], predicted[converged]
+        analysis.measured["converged"] = float(converged.mean())
+        if m.size >= 2:
+            slope = float(p @ m / (p @ p))
+            r2 = float(1 - np.sum((m - p) ** 2) / np.sum((m - m.mean()) ** 2))
+            analysis.measured["slope"] = Measured(slope, f"{m.size} converged trials")
+            analysis.measured["r2"] = r2
+        dy = np.sqrt(Y)
+        zero, one = converged & (dy == 0), converged & np.isclose(dy, 1.0)
+        if zero.any() and one.any():
+            analysis.measured["merge"] = float(measured[zero].max() / measured[one].mean())
+        fig = Figure(figsize=(8.0, 3.4))
+        ax1, ax2 = fig.subplots(1, 2)
+        sc = ax1.scatter(predicted, measured, c=dy, cmap="viridis", s=25, edgecolors=np.where(converged, "k", "r"))
+        top = max(float(predicted.max()), float(measured.max())) * 1.05
+        ax1.plot([0, top], [0, top], color="0.5", ls="--", lw=1)
+        ax1.set_xlabel("Eq. 10 prediction", fontsize=8)
+        ax1.set_ylabel("network final ‖dh‖²", fontsize=8)
+        fig.colorbar(sc, ax=ax1, label="dy")
+        ax2.scatter(np.sqrt(X) * dy, measured, s=25, color="C0", label="network")
+        ax2.scatter(np.sqrt(X) * dy, predicted, s=12, marker="x", color="C3", label="Eq. 10")
+        ax2.set_xlabel("dx · dy", fontsize=8)
+        ax2.legend(fontsize=7)
+        fig.suptitle(f"Fig. 5: final squared distance (τ_y/τ_h = {tau_ratio:.3g} from {len(rates)} fits; red edge: "
+                     "not converged)", fontsize=9)
+        fig.tight_layout()
+        analysis.figures["fig5_final_distance"] = fig
+        dx = np.sqrt(X)
+        top = np.isclose(dy, dy.max())
+        lo, hi = top & np.isclose(dx, dx.min()), top & np.isclose(dx, dx.max())
+        scaling = (f"At dy = {dy.max():g} the measured final ‖dh‖² changes by a factor "
+                   f"{measured[hi].mean() / measured[lo].mean():.2f} from dx = {dx.min():g} to {dx.max():g}; Eq. 10 "
+                   f"predicts {predicted[hi].mean() / predicted[lo].mean():.2f}. ")
+        analysis.notes = (f"Averaged fitted rates 1/τ_h = {rate_h:.4g}, 1/τ_y = {rate_y:.4g} (spread of τ_y/τ_h "
+                          f"over trials: {np.std([a / b for a, b in rates]):.3g}). " + scaling + " ".join(notes))
+        return analysis

@@ -1,0 +1,68 @@
+"""What the monitor measures at one recorded step, from the probe set's representations and outputs.
+
+Each function takes tensors already read from the model (no autograd history) and returns NumPy arrays, so the
+same code serves the monitor and its tests. Sources:
+
+- two-point state (u, v, w) of chosen input pairs at a layer: Eq. (8) of seed 000 via
+  :func:`repdyn.probes.two_point.pair_statistics`;
+- per-layer effective rank (Roy & Vetterli) of the centred representation, :func:`repdyn.probes.effective_rank`;
+- neural collapse of each layer (NC1 = Tr(Σ_W Σ_B⁺)/C and the simplex-ETF distance of the class means,
+  spec 004 §2.8), :func:`repdyn.probes.neural_collapse`;
+- Cost of Identity ‖A‖²_(K+γI) of each layer's representation (spec 002 §3.5–3.6, γ = γ₀ λ_max(K) by spec 002
+  §7 P5(c)), :func:`repdyn.theory.leaky_resnet.cost_of_identity`: along the residual stream of a residual
+  network this is the COI profile of seed 002;
+- the rescaled Hamiltonian −2H/L̃ = 2⟨B, A⟩ − ‖Bσ(A)ᵀ‖²_F of Eq. (1) of seed 002 with the momenta
+  B_l = −(1/λ) ∂C/∂A_l (seed 002 §2.4, spec 002 §3.12: the back-propagated gradient of the data cost C with
+  respect to the representation, λ the weight decay), :func:`repdyn.theory.leaky_resnet.rescaled_hamiltonian`;
+  it is constant across the layers of a Leaky ResNet at a critical point and tends to the bottleneck rank.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from repdyn.probes.collapse import neural_collapse
+from repdyn.probes.rank import effective_rank
+from repdyn.probes.two_point import pair_statistics
+from repdyn.theory.leaky_resnet import adaptive_gamma, cost_of_identity, rescaled_hamiltonian
+
+
+def flat(h: Tensor) -> Tensor:
+    """(n, ...) -> (n, features)."""
+    return h.reshape(h.shape[0], -1)
+
+
+def two_point_state(hidden: Tensor, outputs: Tensor, pairs: Tensor, targets: Tensor) -> dict[str, np.ndarray]:
+    """{u, v, w}: (P,) each, for the input pairs ``pairs`` (P, 2) of the probe set (Eq. (8) of seed 000).
+
+    ``hidden`` (n, ...) is the pair layer's representation, ``outputs`` (n, d_out) and ``targets`` (n, d_out)."""
+    state = pair_statistics([flat(hidden)[pairs]], outputs[pairs], targets[pairs])
+    return {"u": state.u[:, 0].double().cpu().numpy(), "v": state.v.double().cpu().numpy(),
+            "w": state.w.double().cpu().numpy()}
+
+
+def layer_effective_rank(h: Tensor) -> float:
+    """Effective rank of the centred (n, features) representation."""
+    return float(effective_rank(flat(h), center=True))
+
+
+def layer_collapse(h: Tensor, labels: Tensor) -> tuple[float, float]:
+    """(NC1 within/between ratio, simplex-ETF Gram distance of the centred class means) of one layer."""
+    collapse = neural_collapse(flat(h), labels, center=True)
+    return collapse.within_between, collapse.etf_gram_distance
+
+
+def layer_cost_of_identity(h: Tensor, gamma0: float) -> float:
+    """‖A‖²_(K+γI) of the representation A = hᵀ (features × points), γ = γ₀ λ_max(K), in float64."""
+    a = flat(h).to(torch.float64).T
+    return float(cost_of_identity(a, gamma=adaptive_gamma(a, gamma0)))
+
+
+def layer_hamiltonian(h: Tensor, cost_gradient: Tensor, weight_decay: float) -> tuple[float, float]:
+    """(−2H/L̃, ‖B‖_F) of one layer from its representation h (n, ...) and ∂C/∂h, with A = hᵀ and
+    B = −(∂C/∂h)ᵀ/λ (features × points), in float64. −2H/L̃ does not depend on L̃ (Eq. (1) of seed 002)."""
+    a = flat(h).to(torch.float64).T
+    b = -flat(cost_gradient).to(torch.float64).T / weight_decay
+    return float(rescaled_hamiltonian(a, b, 1.0)), float(torch.linalg.norm(b))

@@ -1,0 +1,194 @@
+"""Leaky ResNets with effective depth L~ and per-layer steps rho_l, trained as one batched computation.
+
+Seed 002 §2 and §4, spec 002 §3.1-3.4: ``A_0 = U_in x``, ``A_l = (1 - rho_l L~) A_{l-1} + rho_l W_l sigma(A_{l-1})``
+with ``sigma(a) = ([a]_+, 1)``, prediction ``U_out A_L``. ``K`` members (seeds, effective depths, step
+schemes) share the depth ``L`` and width ``w`` and are stacked: weights ``(K, L, w, w+1)``, steps ``(K, L)``,
+leaks ``(K,)``. The objective is [E-DLOSS]
+
+    C + lambda / (2 L~) sum_l rho_l ||W_l||_F^2,   C = ||Y - Y_hat||_F^2 / N (sum over outputs, mean over points),
+
+with the rho-weighted decay as an explicit loss term, never the optimiser's weight decay (spec 002 §7 P2, P3).
+The in/out maps are fixed and semi-orthogonal (spec 002 §3.4 CHOICE, pitfall P8). Inputs are rows (N, d_in),
+as elsewhere in repdyn; the representations are columns (w x N), as in the paper.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from repdyn.nn.divergence import check_finite
+from repdyn.nn.optim import StackedOptimizer
+from repdyn.theory.leaky_resnet import adaptive_steps, leaky_forward, momenta_by_backprop
+
+
+def _semi_orthogonal(k: int, rows: int, cols: int, generator: torch.Generator, dtype: torch.dtype) -> Tensor:
+    """``k`` random ``rows x cols`` matrices with orthonormal columns (rows >= cols) or rows (QR of a Gaussian)."""
+    tall = max(rows, cols), min(rows, cols)
+    q, r = torch.linalg.qr(torch.randn(k, *tall, generator=generator, dtype=dtype))
+    q = q * torch.sign(torch.diagonal(r, dim1=-2, dim2=-1))[:, None, :]
+    return q if rows >= cols else q.transpose(-1, -2)
+
+
+class LeakyResNet(torch.nn.Module):
+    """``K`` stacked Leaky ResNets (seed 002 §4 [E-DISC]); build one with :meth:`initialise`."""
+
+    def __init__(self, weights: Tensor, rho: Tensor, ltilde: Tensor, u_in: Tensor, u_out: Tensor) -> None:
+        super().__init__()
+        k, depth, width, cols = weights.shape
+        if cols != width + 1:
+            raise ValueError(f"weights have shape {tuple(weights.shape)}: expected (K, L, w, w+1)")
+        if rho.shape != (k, depth) or ltilde.shape != (k,):
+            raise ValueError(f"rho {tuple(rho.shape)} and ltilde {tuple(ltilde.shape)} must be ({k}, {depth}) "
+                             f"and ({k},)")
+        if u_in.shape[:2] != (k, width) or u_out.shape[0] != k or u_out.shape[2] != width:
+            raise ValueError(f"u_in {tuple(u_in.shape)} must be ({k}, {width}, d_in) and u_out "
+                             f"{tuple(u_out.shape)} ({k}, d_out, {width})")
+        if bool((ltilde <= 0).any()):
+            raise ValueError(f"ltilde={ltilde.tolist()} is not allowed: every effective depth must be > 0")
+        self.weight = torch.nn.Parameter(weights)
+        self.register_buffer("rho", rho)
+        self.register_buffer("ltilde", ltilde)
+        self.register_buffer("u_in", u_in)
+        self.register_buffer("u_out", u_out)
+
+    @classmethod
+    def initialise(cls, depth: int, width: int, d_in: int, d_out: int, ltilde: Sequence[float], rho: Tensor,
+                   generator: torch.Generator, *, init_scale: float = 1.0,
+                   dtype: torch.dtype = torch.float64) -> LeakyResNet:
+        """``K = len(ltilde)`` members with ``V_l ~ N(0, 2 (L~ s)^2 / w)``, zero bias (spec 002 §4.2 CHOICE
+        "He x L~", ``s = init_scale``) and random semi-orthogonal in/out maps; ``rho`` is ``(L,)`` or ``(K, L)``."""
+        if width < max(d_in, d_out):
+            raise ValueError(f"width={width} is not allowed: must be >= d_in={d_in} and d_out={d_out}")
+        if init_scale < 0:
+            raise ValueError(f"init_scale={init_scale!r} is not allowed: must be >= 0")
+        lt = torch.as_tensor(list(ltilde), dtype=dtype)
+        k = lt.shape[0]
+        std = (2.0 / width) ** 0.5 * init_scale * lt
+        weights = torch.zeros(k, depth, width, width + 1, dtype=dtype)
+        weights[..., :width] = std[:, None, None, None] * torch.randn(k, depth, width, width, generator=generator,
+                                                                      dtype=dtype)
+        rho = rho.to(dtype).expand(k, depth).clone()
+        u_in = _semi_orthogonal(k, width, d_in, generator, dtype)
+        u_out = _semi_orthogonal(k, d_out, width, generator, dtype)
+        return cls(weights, rho, lt, u_in, u_out)
+
+    @property
+    def members(self) -> int:
+        return self.weight.shape[0]
+
+    def input_representation(self, x: Tensor) -> Tensor:
+        """``A_0 = U_in x^T`` per member, ``(K, w, N)``."""
+        return self.u_in @ x.T.to(self.weight.dtype)
+
+    def representations(self, x: Tensor) -> Tensor:
+        """``A_0..A_L`` per member, ``(K, L+1, w, N)``."""
+        return leaky_forward(self.weight, self.rho, self.input_representation(x), self.ltilde)
+
+    def readout(self, a_out: Tensor) -> Tensor:
+        """Predictions ``(U_out A_L)^T``, ``(K, N, d_out)``."""
+        return (self.u_out @ a_out).transpose(-1, -2)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.readout(self.representations(x)[:, -1])
+
+    def regulariser(self, lam: float) -> Tensor:
+        """``lambda / (2 L~) sum_l rho_l ||W_l||_F^2`` per member (bias column included), ``(K,)``."""
+        return lam / (2 * self.ltilde) * (self.rho * (self.weight**2).sum((-1, -2))).sum(-1)
+
+    def momenta(self, x: Tensor, y: Tensor, lam: float, member: int) -> tuple[Tensor, Tensor]:
+        """``(A_0..A_L, B_0..B_L)`` of one member with ``B_l = -dC/dA_l / lambda`` by autograd (seed 002 §2.4)."""
+        u_out = self.u_out[member]
+        target = y.T.to(self.weight.dtype)
+
+        def cost(a_out: Tensor) -> Tensor:
+            return data_cost(u_out @ a_out, target)
+
+        return momenta_by_backprop(self.weight[member], self.rho[member], self.input_representation(x)[member],
+                                   float(self.ltilde[member]), cost, lam)
+
+
+def data_cost(prediction: Tensor, target: Tensor) -> Tensor:
+    """``C = ||target - prediction||_F^2 / N`` for columns ``(..., d_out, N)``: sum over outputs, mean over the
+    ``N`` points (spec 002 §2, pitfall P2)."""
+    return ((target - prediction) ** 2).sum((-1, -2)) / prediction.shape[-1]
+
+
+@dataclass(frozen=True)
+class TrainingPlan:
+    """Full-batch Adam, then full-batch GD "to tighten the convergence" (seed 002 App. B), with adaptive steps.
+
+    ``adam_lr_final`` (optional) decays the Adam rate from ``adam_lr`` along a cosine (spec 002 §4.3 CHOICE).
+
+    The adaptive rule (spec 002 §3.14) runs every ``adaptive_every`` steps after ``adaptive_warmup`` steps, in
+    both phases, for the members flagged adaptive; ``damping`` and ``floor`` are spec 002 CHOICEs.
+    """
+
+    adam_steps: int
+    adam_lr: float
+    gd_steps: int
+    gd_lr: float
+    adam_lr_final: float | None = None
+    adaptive_every: int = 10
+    adaptive_warmup: int = 200
+    adaptive_damping: float = 0.5
+    adaptive_floor: float = 1e-3
+    record_every: int = 100
+
+    def __post_init__(self) -> None:
+        for name in ("adam_steps", "gd_steps"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name}={getattr(self, name)!r} is not allowed: must be >= 0")
+        for name in ("adam_lr", "gd_lr", "adam_lr_final"):
+            if getattr(self, name) is not None and not getattr(self, name) > 0:
+                raise ValueError(f"{name}={getattr(self, name)!r} is not allowed: must be > 0")
+        if self.adaptive_every < 1 or self.record_every < 1:
+            raise ValueError("adaptive_every and record_every must be >= 1")
+
+
+def fit(model: LeakyResNet, x: Tensor, y: Tensor, lam: float, plan: TrainingPlan,
+        adaptive: Tensor | None = None) -> dict[str, np.ndarray]:
+    """Train all members on the full batch ``(x, y)`` (rows); ``adaptive`` (K,) flags members whose steps adapt.
+
+    Returns the recorded history: ``step`` (T,), ``objective``, ``data_cost`` (T, K) and ``max_rho_ltilde``
+    (T, K), the quantity pitfall P9 of spec 002 asks to log. Raises :class:`repdyn.nn.Diverged` on NaN/inf.
+    """
+    if not lam > 0:
+        raise ValueError(f"lam={lam!r} is not allowed: must be > 0")
+    adaptive = torch.zeros(model.members, dtype=torch.bool) if adaptive is None else adaptive.bool()
+    if adaptive.shape != (model.members,):
+        raise ValueError(f"adaptive has shape {tuple(adaptive.shape)}, expected ({model.members},)")
+    target = y.T.to(model.weight.dtype)
+    history: dict[str, list] = {"step": [], "objective": [], "data_cost": [], "max_rho_ltilde": []}
+    ones = torch.ones(model.members, dtype=model.weight.dtype)
+    phases = [("adam", plan.adam_steps, plan.adam_lr), ("gd", plan.gd_steps, plan.gd_lr)]
+    step = 0
+    for kind, steps, lr in phases:
+        optimiser = StackedOptimizer([model.weight], lr * ones, kind)
+        for t in range(steps):
+            if kind == "adam" and plan.adam_lr_final is not None:
+                decay = 0.5 * (1 + math.cos(math.pi * t / steps))
+                optimiser.set_lr((plan.adam_lr_final + (lr - plan.adam_lr_final) * decay) * ones)
+            reps = model.representations(x)
+            cost = data_cost(model.u_out @ reps[:, -1], target)
+            objective = cost + model.regulariser(lam)
+            check_finite(objective.detach(), step, "objective")
+            (grad,) = torch.autograd.grad(objective.sum(), [model.weight])
+            optimiser.step([grad])
+            if step % plan.record_every == 0:
+                history["step"].append(step)
+                history["objective"].append(objective.detach().numpy().copy())
+                history["data_cost"].append(cost.detach().numpy().copy())
+                history["max_rho_ltilde"].append((model.rho.max(-1).values * model.ltilde).numpy().copy())
+            if adaptive.any() and step >= plan.adaptive_warmup and step % plan.adaptive_every == 0:
+                with torch.no_grad():
+                    new = adaptive_steps(model.rho, reps.detach(), plan.adaptive_damping,
+                                         floor=plan.adaptive_floor)
+                    model.rho.copy_(torch.where(adaptive[:, None], new, model.rho))
+            step += 1
+    return {name: np.asarray(values) for name, values in history.items()}

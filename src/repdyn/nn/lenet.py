@@ -1,0 +1,186 @@
+"""The LeNet-style classifier of seed 004 (the paper's "AlexNet variant", spec 004 §3.4) and its batch-1 SGD loop
+with the per-iteration logit log of spec 004 §3.5, many independent trials trained as one batched computation.
+
+Architecture (reference code ``SimpleConv``): Conv2d(C_in→6, 5×5) → ReLU → MaxPool 2 → Conv2d(6→16, 5×5) → ReLU →
+MaxPool 2 → flatten (400) → Linear 120 → ReLU → Linear 84 → ReLU → Linear K (the logits). PyTorch's default
+initialisation, U(−1/√fan_in, 1/√fan_in) for weights and biases, drawn from an explicit generator.
+
+Trials are the members of a :class:`repdyn.nn.ensemble.Ensemble`; ``LeNet.forward_stacked`` gives it a fast
+stacked-weight path (``unfold`` + batched matmuls, ~2× faster than ``vmap`` over conv2d on CPU). Each trial
+draws its own training example per iteration (the shared ``train`` loop draws one batch order for all members,
+so the paper's independent SGD orders need this loop).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from repdyn.nn.divergence import Diverged
+from repdyn.nn.ensemble import Ensemble
+from repdyn.nn.losses import cross_entropy
+from repdyn.nn.optim import StackedOptimizer
+
+
+def _default_init_(module: nn.Conv2d | nn.Linear, generator: torch.Generator | None) -> None:
+    """PyTorch's default init (kaiming_uniform with a = √5, i.e. U(±1/√fan_in), and the same bound for the bias)."""
+    fan_in = module.weight[0].numel()
+    bound = 1.0 / math.sqrt(fan_in)
+    with torch.no_grad():
+        nn.init.uniform_(module.weight, -bound, bound, generator=generator)
+        nn.init.uniform_(module.bias, -bound, bound, generator=generator)
+
+
+class LeNet(nn.Module):
+    """LeNet-5 variant of spec 004 §3.4 for (n, C_in, 32, 32) images. Layer names: conv1, conv2, fc1, fc2, output
+    (activations after ReLU/pooling for the convolutions, after ReLU for fc1 and fc2; the logits for output)."""
+
+    input_ndim = 4
+
+    def __init__(self, in_channels: int = 1, n_classes: int = 3, *, generator: torch.Generator | None = None,
+                 dtype: torch.dtype = torch.float64) -> None:
+        super().__init__()
+        if in_channels < 1 or n_classes < 2:
+            raise ValueError(f"need in_channels >= 1 and n_classes >= 2, got {in_channels}, {n_classes}")
+        self.conv1 = nn.Conv2d(in_channels, 6, 5, dtype=dtype)
+        self.conv2 = nn.Conv2d(6, 16, 5, dtype=dtype)
+        self.fc1 = nn.Linear(16 * 5 * 5, 120, dtype=dtype)
+        self.fc2 = nn.Linear(120, 84, dtype=dtype)
+        self.output = nn.Linear(84, n_classes, dtype=dtype)
+        for module in (self.conv1, self.conv2, self.fc1, self.fc2, self.output):
+            _default_init_(module, generator)
+        self.pool = nn.MaxPool2d(2)
+        self.relu = nn.ReLU()
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.shape[-2:] != (32, 32):
+            raise ValueError(f"LeNet expects 32×32 images, got {tuple(x.shape[-2:])}")
+        h = self.pool(self.relu(self.conv1(x)))
+        h = self.pool(self.relu(self.conv2(h)))
+        h = self.relu(self.fc1(h.flatten(-3)))
+        h = self.relu(self.fc2(h))
+        return self.output(h)
+
+    def layer_names(self) -> list[str]:
+        return ["conv1", "conv2", "fc1", "fc2", "output"]
+
+    def forward_stacked(self, params: Mapping[str, Tensor], x: Tensor, taps: Collection[str] = (),
+                        generator: torch.Generator | None = None) -> tuple[Tensor, dict[str, Tensor]]:
+        """R networks at once from stacked parameters (leading dim R): each convolution is an ``unfold`` and a
+        batched matmul, the fast path :class:`Ensemble` uses. ``x`` is (n, C, 32, 32) shared or (R, n, C, 32, 32).
+        Returns (R, n, K) logits and the tapped layers, each (R, n, ...); same function as :meth:`forward`."""
+        R = params["conv1.weight"].shape[0]
+        if x.dim() == 4:
+            x = x.unsqueeze(0).expand(R, *x.shape)
+        n = x.shape[1]
+        found: dict[str, Tensor] = {}
+
+        def conv(name: str, h: Tensor) -> Tensor:                       # h (R, n, C, H, W)
+            w, b = params[f"{name}.weight"], params[f"{name}.bias"]     # (R, O, C, k, k), (R, O)
+            _, out_ch, _, k, _ = w.shape
+            side = h.shape[-1] - k + 1
+            cols = F.unfold(h.reshape(R * n, *h.shape[2:]), k)          # (R n, C k k, side²)
+            cols = cols.reshape(R, n, -1, side * side).transpose(1, 2).reshape(R, cols.shape[1], n * side * side)
+            z = torch.baddbmm(b.unsqueeze(-1), w.reshape(R, out_ch, -1), cols)
+            z = z.reshape(R, out_ch, n, side, side).transpose(1, 2)
+            return F.max_pool2d(F.relu(z).reshape(R * n, out_ch, side, side), 2).reshape(R, n, out_ch,
+                                                                                          side // 2, side // 2)
+
+        def linear(name: str, h: Tensor) -> Tensor:
+            return torch.baddbmm(params[f"{name}.bias"].unsqueeze(1), h,
+                                 params[f"{name}.weight"].transpose(1, 2))
+
+        h = conv("conv1", x)
+        found["conv1"] = h
+        h = conv("conv2", h)
+        found["conv2"] = h
+        h = F.relu(linear("fc1", h.reshape(R, n, -1)))
+        found["fc1"] = h
+        h = F.relu(linear("fc2", h))
+        found["fc2"] = h
+        out = linear("output", h)
+        found["output"] = out
+        return out, {name: found[name] for name in taps}
+
+
+@dataclass
+class SGDLog:
+    """What :func:`train_batch1_sgd` records (NumPy; r = trial, t = iteration 0..T−1, v = validation point).
+
+    sample: (R, T) index of the training example drawn at iteration t; label: (R, T) its (possibly corrupted)
+    training label; logits: (R, T, K) its logits before that iteration's update; train_loss: (R, T) its loss;
+    val_steps: (V,) iterations after whose update the validation set was evaluated (0 = initial model);
+    val_loss, val_acc: (V, R) mean cross-entropy and accuracy on the clean validation set.
+    """
+
+    sample: np.ndarray
+    label: np.ndarray
+    logits: np.ndarray
+    train_loss: np.ndarray
+    val_steps: np.ndarray
+    val_loss: np.ndarray
+    val_acc: np.ndarray
+
+
+def lenet_ensemble(n_trials: int, in_channels: int, n_classes: int, generator: torch.Generator,
+                   dtype: torch.dtype = torch.float64, device: str = "cpu") -> Ensemble:
+    """``n_trials`` independently initialised LeNets as one :class:`Ensemble`."""
+    return Ensemble(lambda generator: LeNet(in_channels, n_classes, generator=generator, dtype=dtype),
+                    n_trials, generator=generator, device=device)
+
+
+@torch.no_grad()
+def _validate(model: Ensemble, x_val: Tensor, y_val: Tensor, chunk: int = 512) -> tuple[Tensor, Tensor]:
+    losses, correct = [], []
+    for start in range(0, len(x_val), chunk):
+        logits = model(x_val[start:start + chunk])                  # (R, n, K)
+        yb = y_val[start:start + chunk]
+        losses.append(cross_entropy(logits, yb).sum(-1))
+        correct.append((logits.argmax(-1) == yb).sum(-1))
+    n = len(x_val)
+    return torch.stack(losses).sum(0) / n, torch.stack(correct).sum(0).to(losses[0].dtype) / n
+
+
+def train_batch1_sgd(model: Ensemble, x_train: Tensor, y_train: Tensor, x_val: Tensor, y_val: Tensor, *,
+                     steps: int, lr: float, generator: torch.Generator, val_every: int) -> SGDLog:
+    """Plain SGD with batch size 1 (no momentum, no weight decay), spec 004 §3.5: at each iteration every trial
+    draws its own example uniformly from the whole training set, records its pre-update logits and loss, and
+    steps; the clean validation set is evaluated after every ``val_every``-th update (and at initialisation).
+    Raises :class:`Diverged` at the first non-finite loss of any trial."""
+    if steps < 1 or val_every < 1:
+        raise ValueError(f"need steps >= 1 and val_every >= 1, got steps={steps}, val_every={val_every}")
+    if lr <= 0:
+        raise ValueError(f"learning rate lr={lr!r} must be > 0")
+    R, n = model.k, len(x_train)
+    params = list(model.params.values())
+    opt = StackedOptimizer(params, torch.full((R,), lr, dtype=params[0].dtype, device=params[0].device), "gd")
+    order = torch.randint(0, n, (R, steps), generator=generator).to(x_train.device)
+    labels = y_train[order]                                           # (R, T)
+    logits_log = torch.empty(R, steps, model.base.output.out_features, dtype=params[0].dtype)
+    loss_log = torch.empty(R, steps, dtype=params[0].dtype)
+    val_steps, val_loss, val_acc = [0], *(v[None] for v in _validate(model, x_val, y_val))
+    val_loss, val_acc = [val_loss[0]], [val_acc[0]]
+    model.train()
+    for t in range(steps):
+        xb = x_train[order[:, t]].unsqueeze(1)                        # (R, 1, C, H, W): one example per trial
+        logits = model(xb)[:, 0]                                       # (R, K)
+        loss = cross_entropy(logits, labels[:, t])
+        if not bool(torch.isfinite(loss).all()):
+            raise Diverged(t)
+        logits_log[:, t] = logits.detach().cpu()
+        loss_log[:, t] = loss.detach().cpu()
+        opt.step(torch.autograd.grad(loss.sum(), params))
+        if (t + 1) % val_every == 0:
+            vl, va = _validate(model, x_val, y_val)
+            val_steps.append(t + 1)
+            val_loss.append(vl)
+            val_acc.append(va)
+    return SGDLog(sample=order.cpu().numpy(), label=labels.cpu().numpy(), logits=logits_log.numpy(),
+                  train_loss=loss_log.numpy(), val_steps=np.array(val_steps),
+                  val_loss=torch.stack(val_loss).cpu().numpy(), val_acc=torch.stack(val_acc).cpu().numpy())

@@ -1,0 +1,64 @@
+"""Per-point losses for batched predictions.
+
+Every loss maps predictions of shape (..., n, d_out) and targets to per-point losses of shape (..., n); the
+training loop averages over points. The leading dims are the ensemble's K (or absent for a single model).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+PointLoss = Callable[[Tensor, Tensor], Tensor]
+
+
+def mse_half(pred: Tensor, target: Tensor) -> Tensor:
+    """½‖y − ŷ‖² per point, the convention of Eq. (1) of seed 000: its mean over points is
+    L = ½⟨‖f(x_i) − y_i‖²⟩. (``torch.nn.MSELoss(reduction='mean')`` is (2/d_out)·L, spec 000 §2.5.)"""
+    return 0.5 * (pred - target).pow(2).sum(-1)
+
+
+def _margins(pred: Tensor, target: Tensor) -> Tensor:
+    if pred.shape[-1] != 1:
+        raise ValueError(f"hinge losses need a scalar output (d_out = 1), got predictions of shape {tuple(pred.shape)}")
+    target = target.squeeze(-1) if target.dim() == pred.dim() else target
+    return target * pred.squeeze(-1)
+
+
+def hinge(pred: Tensor, target: Tensor) -> Tensor:
+    """max(0, 1 − y·f) per point, labels y = ±1, margin fixed at 1 (spec 003 §2.3)."""
+    return torch.clamp(1.0 - _margins(pred, target), min=0.0)
+
+
+def soft_hinge(pred: Tensor, target: Tensor, beta: float = 20.0) -> Tensor:
+    """softplus(β(1 − y·f))/β per point, the smooth hinge of seed 003's code (default β = 20, spec 003 §2.3)."""
+    return F.softplus(beta * (1.0 - _margins(pred, target))) / beta
+
+
+def cross_entropy(pred: Tensor, target: Tensor) -> Tensor:
+    """−log softmax(logits)[label] per point; ``target`` holds integer class labels of shape (..., n)."""
+    if target.dtype.is_floating_point:
+        raise ValueError("cross_entropy needs integer class labels, got a floating-point target")
+    logp = torch.log_softmax(pred, dim=-1)
+    target = target.expand(pred.shape[:-1])
+    return -logp.gather(-1, target.unsqueeze(-1)).squeeze(-1)
+
+
+LOSSES: dict[str, PointLoss] = {
+    "mse": mse_half,
+    "hinge": hinge,
+    "soft_hinge": soft_hinge,
+    "cross_entropy": cross_entropy,
+}
+
+
+def get_loss(loss: str | PointLoss) -> PointLoss:
+    """A per-point loss by name (``"mse"`` is ½‖y − ŷ‖²) or a callable with the same contract."""
+    if callable(loss):
+        return loss
+    if loss not in LOSSES:
+        raise ValueError(f"unknown loss {loss!r}; allowed: {', '.join(LOSSES)} or a callable (pred, target) -> (.., n)")
+    return LOSSES[loss]

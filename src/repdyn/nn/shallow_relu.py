@@ -1,0 +1,259 @@
+"""Batched shallow univariate ReLU networks (Eq. 1 of seed 001), initialisation families I1-I6 and the
+full-batch gradient-descent protocol of spec 001 §3.3.
+
+Many networks (widths, δ values, seeds) train as one computation: parameters are stacked as (B, M) tensors and
+narrower networks are padded with inert neurons a = b = c = 0 (all three of their gradients vanish, so they
+never move and never contribute). Each network has its own α, its own frozen layers (δ = ±∞ by freezing, I5)
+and its own step size.
+
+This trainer is specific to the paper and does not use :func:`repdyn.nn.training.train`: the protocol needs
+the λ_max(Θ) step rule with per-network halving, per-network stopping, layers frozen per network, analytic
+float64 gradients (spec 001 §3.3, P7) and neuron-trajectory recording.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from repdyn.nn.divergence import check_finite
+from repdyn.theory.shallow_relu import from_canonical, layer_imbalance, loss_gradients, tangent_kernel, to_canonical
+
+Params = tuple[np.ndarray, np.ndarray, np.ndarray]
+"""(a, b, c) of one network, float64 arrays of shape (m,)."""
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Initialisation families I1-I6 (spec 001 §2.9); each returns (a, b, c)
+# ---------------------------------------------------------------------------------------------------------
+
+def pytorch_default_init(m: int, rng: np.random.Generator, c_bound: str = "sqrt") -> Params:
+    """I1: PyTorch's nn.Linear default for α = 1 without output bias: a, b ~ U(−1, 1) and
+    c ~ U(−1/√m, 1/√m) (``c_bound="sqrt"``, what PyTorch draws, spec 001 erratum E12) or U(−1/m, 1/m)
+    (``"paper"``, App. D of seed 001)."""
+    if c_bound not in ("sqrt", "paper"):
+        raise ValueError(f"c_bound={c_bound!r} is not allowed: use 'sqrt' (PyTorch) or 'paper' (1/m)")
+    _check_width(m)
+    bound = 1 / np.sqrt(m) if c_bound == "sqrt" else 1 / m
+    a, b = rng.uniform(-1, 1, (2, m))
+    return a, b, rng.uniform(-bound, bound, m)
+
+
+def uniform_init(m: int, rng: np.random.Generator, c_scale: float, paired: bool = True) -> Params:
+    """I2 (+ I3 when ``paired``): a, b ~ U(−1, 1) i.i.d., c = c_scale · U(−1, 1).
+
+    Pairing (I3, needs m even): neuron i + m/2 copies (a_i, b_i) with c_{i+m/2} = −c_i, so f_0 ≡ 0 and the
+    kernel-regime limit is the interpolant of y itself (pitfall P1). spec 001 recommends c_scale = 1/√m at
+    α = √m (canonical radius O(1)); c_scale = 1 is the lazier paper-faithful variant.
+    """
+    _check_width(m)
+    if c_scale <= 0:
+        raise ValueError(f"c_scale={c_scale} must be positive")
+    if not paired:
+        a, b, c = rng.uniform(-1, 1, (3, m))
+        return a, b, c_scale * c
+    if m % 2:
+        raise ValueError(f"paired initialisation needs an even width, got m={m}")
+    a, b, c = rng.uniform(-1, 1, (3, m // 2))
+    return np.tile(a, 2), np.tile(b, 2), c_scale * np.concatenate([c, -c])
+
+
+def with_imbalance(params: Params, delta: float, kappa: float = 1.0) -> Params:
+    """I4: the same neurons (r_i, θ_i), hence the same function, with δ_i = δ for every neuron (inverse map of
+    Eq. 45, spec 001 §2.2). κ only has to match between the two maps; the result does not depend on it."""
+    r, theta = to_canonical(*params, kappa)
+    return from_canonical(r, theta, delta, kappa)
+
+
+def mean_amplitude(params: Params) -> float:
+    """r̄ = mean_i |r̂_i| = mean_i |c_i| √(a_i² + b_i²), the unit of δ in λ = δ/r̄ (spec 001 P2, I4)."""
+    a, b, c = params
+    return float(np.mean(np.abs(c) * np.hypot(a, b)))
+
+
+def adaptive_limit_init(params: Params, c_value: float = 1.0) -> Params:
+    """I5 for δ = +∞: c_i = sign(c_i) c_∞ and √(a_i² + b_i²) = |r̂_i|/c_∞ at the same θ_i (same function, uniform
+    mobility κ² c_∞²); train (a, b) only. For δ = −∞ keep the parameters and train c only."""
+    if c_value <= 0:
+        raise ValueError(f"c_value={c_value} must be positive")
+    a, b, c = params
+    scale = np.abs(c) / c_value
+    return a * scale, b * scale, np.where(c >= 0, c_value, -c_value)
+
+
+def rescale(params: Params, k: float) -> Params:
+    """I6: (a, b, c) ↦ (k a, k b, c/k), the same function with δ_i(k) = c_i²/k² − k²(a_i² + b_i²) (Fig. 7)."""
+    if k <= 0:
+        raise ValueError(f"k={k} must be positive")
+    a, b, c = params
+    return k * a, k * b, c / k
+
+
+def _check_width(m: int) -> None:
+    if m < 1:
+        raise ValueError(f"width m={m} must be at least 1")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# A batch of networks
+# ---------------------------------------------------------------------------------------------------------
+
+@dataclass
+class ShallowReLUBatch:
+    """B networks of Eq. (1) stacked as (B, M) float64 tensors (padding neurons are a = b = c = 0).
+
+    alpha: (B,) output normalisations; train_ab / train_c: (B,) which layers gradient descent updates.
+    """
+
+    a: torch.Tensor
+    b: torch.Tensor
+    c: torch.Tensor
+    alpha: torch.Tensor
+    train_ab: torch.Tensor
+    train_c: torch.Tensor
+
+    @classmethod
+    def stack(cls, nets: Sequence[Params], alpha: Sequence[float], train_ab: Sequence[bool] | bool = True,
+              train_c: Sequence[bool] | bool = True, device: str = "cpu") -> ShallowReLUBatch:
+        """Stack networks of possibly different widths, padding with inert zero neurons."""
+        if not nets:
+            raise ValueError("need at least one network")
+        n = len(nets)
+        width = max(len(p[0]) for p in nets)
+        stacked = np.zeros((3, n, width))
+        for i, p in enumerate(nets):
+            stacked[:, i, : len(p[0])] = np.stack(p)
+
+        def flags(v: Sequence[bool] | bool, name: str) -> torch.Tensor:
+            v = [v] * n if isinstance(v, bool) else list(v)
+            if len(v) != n:
+                raise ValueError(f"{name} has {len(v)} entries for {n} networks")
+            return torch.tensor(v, dtype=torch.bool, device=device)
+
+        if len(alpha) != n:
+            raise ValueError(f"alpha has {len(alpha)} entries for {n} networks")
+        t = torch.tensor(stacked, dtype=torch.float64, device=device)
+        return cls(t[0], t[1], t[2], torch.tensor(alpha, dtype=torch.float64, device=device),
+                   flags(train_ab, "train_ab"), flags(train_c, "train_c"))
+
+    def params(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(a, b, c) as NumPy arrays of shape (B, M)."""
+        return tuple(t.detach().cpu().numpy().copy() for t in (self.a, self.b, self.c))
+
+    def tangent_kernel(self, x: torch.Tensor) -> torch.Tensor:
+        """Θ of the trained parameters on x, shape (B, n, n) (Eq. 3 of seed 001)."""
+        return tangent_kernel(x, self.a, self.b, self.c, self.alpha, self.train_ab, self.train_c)
+
+
+@dataclass
+class GDResult:
+    """What :func:`train_full_batch_gd` returns (NumPy arrays; B networks, tracked neurons k).
+
+    params: final (a, b, c), each (B, M). loss_steps: (T,) steps at which loss (T, B) was recorded.
+    steps: (B,) steps taken per network; time: (B,) physical time Σ η_t; converged: (B,) bool;
+    lr_fraction: (B,) the step-size fraction at the end (below the initial one after halvings).
+    ntk_initial / ntk_final: (B, n, n). delta_drift: (B,) max over recorded steps and neurons of
+    |δ_i(t) − δ_i(0)| / (|δ_i(0)| + |r̂_i(0)|) (M6). track_steps: (T',) and trajectory: (T', B, k, 3) the
+    (a, b, c) of the tracked neurons. snapshots: step -> (a, b, c) of every network at that step.
+    """
+
+    params: tuple[np.ndarray, np.ndarray, np.ndarray]
+    loss_steps: np.ndarray
+    loss: np.ndarray
+    steps: np.ndarray
+    time: np.ndarray
+    converged: np.ndarray
+    lr_fraction: np.ndarray
+    ntk_initial: np.ndarray
+    ntk_final: np.ndarray
+    delta_drift: np.ndarray
+    track_steps: np.ndarray
+    trajectory: np.ndarray
+    snapshots: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)
+
+
+def train_full_batch_gd(nets: ShallowReLUBatch, x: np.ndarray, y: np.ndarray, *, max_steps: int,
+                        lr_fraction: float = 0.5, lr_every: int = 100, tol: float = 1e-8,
+                        record_every: int = 100, track: np.ndarray | None = None, track_every: int = 20,
+                        snapshot_steps: Sequence[int] = ()) -> GDResult:
+    """Full-batch GD on L = ½ Σ_j ρ_j² for every network at once (spec 001 §3.3; updates ``nets`` in place).
+
+    Step size η_t = lr_fraction / λ_max(Θ_t) per network, recomputed every ``lr_every`` steps (P3); a network
+    whose loss rises by more than 1% in one step has its lr_fraction halved for the rest of the run. A network
+    stops when L ≤ tol · max(L_0, ½‖y‖²); the loop ends when all have stopped or after ``max_steps``.
+    Raises :class:`repdyn.nn.Diverged` when a loss becomes NaN/inf.
+    """
+    if max_steps < 0 or lr_every < 1 or record_every < 1 or track_every < 1:
+        raise ValueError("max_steps must be >= 0 and lr_every, record_every, track_every >= 1")
+    if not 0 < lr_fraction < 2:
+        raise ValueError(f"lr_fraction={lr_fraction} must lie in (0, 2) (GD stability on the NTK)")
+    device = nets.a.device
+    xt = torch.tensor(x, dtype=torch.float64, device=device)
+    yt = torch.tensor(y, dtype=torch.float64, device=device)
+    n_nets = nets.a.shape[0]
+    track_idx = torch.as_tensor(np.zeros(0, dtype=np.int64) if track is None else track, device=device)
+    tab, tc = nets.train_ab[:, None].double(), nets.train_c[:, None].double()
+
+    delta0 = layer_imbalance(nets.a, nets.b, nets.c)
+    delta_scale = delta0.abs() + nets.c.abs() * torch.sqrt(nets.a**2 + nets.b**2)
+    delta_scale = torch.where(delta_scale > 0, delta_scale, torch.ones_like(delta_scale))
+    drift = torch.zeros(n_nets, dtype=torch.float64, device=device)
+    ntk_initial = nets.tangent_kernel(xt)
+    fraction = torch.full((n_nets,), lr_fraction, dtype=torch.float64, device=device)
+    active = torch.ones(n_nets, dtype=torch.bool, device=device)
+    steps = torch.zeros(n_nets, dtype=torch.int64, device=device)
+    time = torch.zeros(n_nets, dtype=torch.float64, device=device)
+    lam_max = torch.linalg.eigvalsh(ntk_initial)[:, -1]
+
+    loss_steps, losses, track_steps, trajectory, snapshots = [], [], [], [], {}
+    previous = None
+    threshold = None
+    for step in range(max_steps + 1):
+        rho, ga, gb, gc = loss_gradients(xt, yt, nets.a, nets.b, nets.c, nets.alpha)
+        loss = 0.5 * (rho**2).sum(-1)
+        if step == 0:
+            threshold = tol * torch.maximum(loss, 0.5 * (yt**2).sum())
+        if step % record_every == 0 or step == max_steps:
+            check_finite(loss, step)
+            loss_steps.append(step)
+            losses.append(loss.cpu().numpy())
+            drift = torch.maximum(drift, ((layer_imbalance(nets.a, nets.b, nets.c) - delta0).abs()
+                                          / delta_scale).amax(-1))
+        if step % track_every == 0 and track_idx.numel():
+            track_steps.append(step)
+            trajectory.append(torch.stack([nets.a[:, track_idx], nets.b[:, track_idx], nets.c[:, track_idx]],
+                                          -1).cpu().numpy())
+        if step in snapshot_steps:
+            snapshots[step] = nets.params()
+        if previous is not None:
+            fraction = torch.where(loss > 1.01 * previous, fraction / 2, fraction)
+        active = active & (loss > threshold)
+        if step == max_steps or not bool(active.any()):
+            break
+        if step % lr_every == 0 and step > 0:
+            lam_max = torch.linalg.eigvalsh(nets.tangent_kernel(xt))[:, -1]
+        lr = torch.where(active & (lam_max > 0), fraction / lam_max, torch.zeros_like(lam_max))
+        nets.a -= lr[:, None] * tab * ga
+        nets.b -= lr[:, None] * tab * gb
+        nets.c -= lr[:, None] * tc * gc
+        steps += active
+        time += lr
+        previous = loss
+
+    if loss_steps[-1] != step:
+        check_finite(loss, step)
+        loss_steps.append(step)
+        losses.append(loss.cpu().numpy())
+    drift = torch.maximum(drift, ((layer_imbalance(nets.a, nets.b, nets.c) - delta0).abs()
+                                  / delta_scale).amax(-1))
+    empty_track = np.zeros((0, n_nets, track_idx.numel(), 3))
+    return GDResult(
+        params=nets.params(), loss_steps=np.array(loss_steps), loss=np.array(losses),
+        steps=steps.cpu().numpy(), time=time.cpu().numpy(), converged=(loss <= threshold).cpu().numpy(),
+        lr_fraction=fraction.cpu().numpy(),
+        ntk_initial=ntk_initial.cpu().numpy(), ntk_final=nets.tangent_kernel(xt).cpu().numpy(),
+        delta_drift=drift.cpu().numpy(), track_steps=np.array(track_steps, dtype=np.int64),
+        trajectory=np.array(trajectory) if trajectory else empty_track, snapshots=snapshots)

@@ -1,0 +1,89 @@
+"""The batched Leaky ResNet of seed 002 §4 and its training (spec 002 §3.4, §7 P2-P3, P11)."""
+
+import pytest
+import torch
+
+from repdyn.nn import Diverged
+from repdyn.nn.leaky_resnet import LeakyResNet, TrainingPlan, data_cost, fit
+from repdyn.theory import leaky_resnet as lr
+
+
+def _model(ltildes=(1.0, 2.5), depth=4, width=6, d_in=3, d_out=2, seed=0):
+    rho = torch.stack([lr.equidistant_steps(depth), lr.irregular_steps(depth, 0.5)])[: len(ltildes)]
+    return LeakyResNet.initialise(depth, width, d_in, d_out, ltildes, rho, torch.Generator().manual_seed(seed))
+
+
+def _data(n=9, d_in=3, d_out=2, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(n, d_in, generator=g, dtype=torch.float64), torch.randn(n, d_out, generator=g,
+                                                                               dtype=torch.float64)
+
+
+def test_forward_matches_the_discrete_recursion_member_by_member():
+    model, (x, _) = _model(), _data()
+    out = model(x)
+    assert out.shape == (2, 9, 2)
+    for k in range(2):
+        reps = lr.leaky_forward(model.weight[k], model.rho[k], model.u_in[k] @ x.T, float(model.ltilde[k]))
+        torch.testing.assert_close(out[k], (model.u_out[k] @ reps[-1]).T)
+    # the in/out maps are semi-orthogonal (spec 002 §3.4 CHOICE)
+    torch.testing.assert_close(model.u_in[0].T @ model.u_in[0], torch.eye(3, dtype=torch.float64))
+    torch.testing.assert_close(model.u_out[0] @ model.u_out[0].T, torch.eye(2, dtype=torch.float64))
+
+
+def test_objective_gradient_is_the_stationarity_gap():
+    # grad_W [C + lambda/(2L~) sum rho ||W||^2] = (lambda / L~) rho_l (W_l - L~ B_l sigma(A_{l-1})^T) exactly,
+    # so a critical point of the explicit-decay objective is W_l = L~ B_l sigma(A_{l-1})^T (spec 002 §3.12).
+    model, (x, y) = _model(), _data()
+    lam = 0.01
+    objective = data_cost(model.u_out @ model.representations(x)[:, -1], y.T) + model.regulariser(lam)
+    (grad,) = torch.autograd.grad(objective.sum(), [model.weight])
+    for k in range(2):
+        lt = float(model.ltilde[k])
+        reps, B = model.momenta(x, y, lam, k)
+        gap = model.weight[k].detach() - lr.stationary_weights(reps, B, lt)
+        torch.testing.assert_close(grad[k], lam / lt * model.rho[k][:, None, None] * gap)
+
+
+def test_regulariser_is_rho_weighted_and_scaled_by_one_over_ltilde():
+    model = _model()
+    expected = [0.01 / (2 * lt) * sum(float(model.rho[k, i]) * float((model.weight[k, i] ** 2).sum())
+                                      for i in range(4)) for k, lt in enumerate((1.0, 2.5))]
+    torch.testing.assert_close(model.regulariser(0.01).detach(), torch.tensor(expected, dtype=torch.float64))
+
+
+def test_momenta_match_the_adjoint_recursion_with_fixed_output_map():
+    model, (x, y) = _model(), _data()
+    lam, n = 0.01, x.shape[0]
+    reps, B = model.momenta(x, y, lam, 1)
+    B_out = 2 / (lam * n) * model.u_out[1].T @ (y.T - model.u_out[1] @ reps[-1])
+    torch.testing.assert_close(B, lr.adjoint_momenta(model.weight[1].detach(), model.rho[1], reps, B_out, 2.5))
+
+
+def test_members_train_independently_and_only_adaptive_steps_move():
+    x, y = _data()
+    plan = TrainingPlan(adam_steps=30, adam_lr=1e-2, gd_steps=5, gd_lr=1e-3, adaptive_every=5,
+                        adaptive_warmup=5, record_every=10)
+    both = _model()
+    rho_before = both.rho.clone()
+    history = fit(both, x, y, 0.01, plan, adaptive=torch.tensor([False, True]))
+    alone = LeakyResNet(_model().weight.detach()[:1].clone(), rho_before[:1].clone(), torch.tensor([1.0],
+                        dtype=torch.float64), both.u_in[:1], both.u_out[:1])
+    fit(alone, x, y, 0.01, plan)
+    torch.testing.assert_close(both.weight[0], alone.weight[0])
+    torch.testing.assert_close(both.rho[0], rho_before[0])
+    assert not torch.allclose(both.rho[1], rho_before[1])
+    assert both.rho[1].sum().item() == pytest.approx(1.0, abs=1e-12)
+    assert history["objective"].shape == (4, 2) and (history["objective"][-1] < history["objective"][0]).all()
+
+
+def test_divergence_and_bad_inputs():
+    x, y = _data()
+    with pytest.raises(Diverged):
+        fit(_model(), x, 1e200 * y, 0.01, TrainingPlan(adam_steps=0, adam_lr=1e-3, gd_steps=5, gd_lr=1e10))
+    with pytest.raises(ValueError, match="lam"):
+        fit(_model(), x, y, 0.0, TrainingPlan(1, 1e-3, 0, 1e-4))
+    with pytest.raises(ValueError, match="adam_lr"):
+        TrainingPlan(1, -1.0, 0, 1e-4)
+    with pytest.raises(ValueError, match="width=2"):
+        LeakyResNet.initialise(3, 2, 3, 2, [1.0], lr.equidistant_steps(3), torch.Generator())

@@ -1,0 +1,63 @@
+"""The seed-004 LeNet, its stacked path and the batch-1 SGD logging loop."""
+
+import numpy as np
+import pytest
+import torch
+
+from repdyn.nn import Diverged
+from repdyn.nn.lenet import LeNet, lenet_ensemble, train_batch1_sgd
+from repdyn.nn.losses import cross_entropy
+
+
+def test_architecture_and_default_init_bounds():
+    net = LeNet(3, 2, generator=torch.Generator().manual_seed(0))
+    assert net(torch.zeros(2, 3, 32, 32, dtype=torch.float64)).shape == (2, 2)
+    n_params = sum(p.numel() for p in net.parameters())
+    assert n_params == (3 * 25 * 6 + 6) + (6 * 25 * 16 + 16) + (400 * 120 + 120) + (120 * 84 + 84) + (84 * 2 + 2)
+    assert net.fc1.weight.abs().max() <= 1 / np.sqrt(400) and net.fc1.weight.abs().max() > 0.9 / np.sqrt(400)
+    with pytest.raises(ValueError, match="32×32"):
+        net(torch.zeros(1, 3, 28, 28, dtype=torch.float64))
+
+
+def test_stacked_path_equals_members():
+    ens = lenet_ensemble(3, 1, 3, torch.Generator().manual_seed(1))
+    x = torch.randn(3, 2, 1, 32, 32, dtype=torch.float64)
+    ref = torch.stack([ens.member(k)(x[k]) for k in range(3)])
+    torch.testing.assert_close(ens(x), ref, rtol=1e-12, atol=1e-12)
+    shared = torch.randn(4, 1, 32, 32, dtype=torch.float64)
+    torch.testing.assert_close(ens(shared), torch.stack([ens.member(k)(shared) for k in range(3)]))
+    acts = ens.activations(shared, ["conv2", "fc2"])
+    assert acts["conv2"].shape == (3, 4, 16, 5, 5) and acts["fc2"].shape == (3, 4, 84)
+
+
+def test_batch1_sgd_matches_torch_sgd_member_by_member():
+    gen = torch.Generator().manual_seed(2)
+    ens = lenet_ensemble(2, 1, 3, gen)
+    members = [ens.member(k) for k in range(2)]
+    x = torch.randn(6, 1, 32, 32, dtype=torch.float64)
+    y = torch.tensor([0, 1, 2, 0, 1, 2])
+    log = train_batch1_sgd(ens, x, y, x, y, steps=5, lr=0.05, generator=torch.Generator().manual_seed(3),
+                           val_every=5)
+    for k, net in enumerate(members):
+        opt = torch.optim.SGD(net.parameters(), lr=0.05)
+        for t in range(5):
+            i = log.sample[k, t]
+            z = net(x[i:i + 1])
+            np.testing.assert_allclose(z[0].detach().numpy(), log.logits[k, t], rtol=1e-10, atol=1e-12)
+            loss = cross_entropy(z, y[i:i + 1]).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        with torch.no_grad():
+            out = net(x)
+        np.testing.assert_allclose(log.val_loss[-1, k], cross_entropy(out, y).mean().item(), rtol=1e-10)
+    np.testing.assert_array_equal(log.val_steps, [0, 5])
+    np.testing.assert_array_equal(log.label, y.numpy()[log.sample])
+
+
+def test_divergence_raises():
+    ens = lenet_ensemble(2, 1, 3, torch.Generator().manual_seed(4))
+    x = torch.full((3, 1, 32, 32), float("nan"), dtype=torch.float64)
+    with pytest.raises(Diverged):
+        train_batch1_sgd(ens, x, torch.tensor([0, 1, 2]), x, torch.tensor([0, 1, 2]), steps=2, lr=0.1,
+                         generator=torch.Generator().manual_seed(0), val_every=1)

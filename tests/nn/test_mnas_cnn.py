@@ -1,0 +1,40 @@
+"""Tests of the MnasNet-like CNN of spec 003 §2.13."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from scipy import integrate
+
+from repdyn.nn.mnas_cnn import SWISH_GAIN, MnasCNN, ScaledConv2d, swish
+
+
+def test_parameter_count_and_conv_count() -> None:
+    torch.manual_seed(0)
+    net = MnasCNN()
+    assert sum(p.numel() for p in net.parameters()) == 23251
+    assert sum(isinstance(m, ScaledConv2d) for m in net.modules()) == 16
+    assert net(torch.randn(3, 1, 28, 28)).shape == (3,)
+    assert net(torch.randn(2, 1, 8, 8)).shape == (2,)
+
+
+def test_swish_has_unit_second_moment() -> None:
+    second = integrate.quad(lambda z: (z / (1 + math.exp(-z))) ** 2 * math.exp(-z * z / 2) / math.sqrt(2 * math.pi),
+                            -30, 30)[0]
+    assert SWISH_GAIN == pytest.approx(1 / math.sqrt(second), abs=1e-4)
+    assert float(swish(torch.tensor(0.0))) == 0.0
+
+
+def test_ntk_parameterisation_keeps_activations_order_one() -> None:
+    torch.manual_seed(1)
+    x = torch.randn(64, 1, 28, 28)
+    x = x / x.flatten(1).norm(dim=1).view(-1, 1, 1, 1) * 28
+    out = MnasCNN(width=10)(x)
+    assert 0.01 < float(out.std()) < 1.0  # 1/fan_in readout: O(1/√200) fluctuations
+
+
+def test_bad_input() -> None:
+    with pytest.raises(ValueError, match="width"):
+        MnasCNN(width=0)

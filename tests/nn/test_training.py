@@ -1,0 +1,213 @@
+from functools import partial
+
+import numpy as np
+import pytest
+import torch
+
+from repdyn.nn import MLP, Diverged, Ensemble, Schedule, train
+from repdyn.nn.cnn import ConvChain, SmallCNN
+from repdyn.nn.recording import activation_recorder
+
+SEEDS = [11, 12, 13]
+LRS = [0.01, 0.02, 0.005]
+
+
+def one_by_one(factory, seed, x, y, lr, steps, make_opt, loss_fn, batches=None, **kwargs):
+    """An ordinary PyTorch training loop on one member: the independent reference."""
+    torch.manual_seed(0)
+    model = factory(generator=torch.Generator().manual_seed(seed), **kwargs)
+    opt = make_opt(model.parameters(), lr)
+    losses = []
+    for t in range(steps + 1):
+        with torch.no_grad():
+            losses.append(float(loss_fn(model(x), y)))
+        if t == steps:
+            break
+        idx = batches[t] if batches is not None else slice(None)
+        opt.zero_grad()
+        loss_fn(model(x[idx]), y[idx]).backward()
+        opt.step()
+    return model, np.array(losses)
+
+
+def half_mse(pred, target):
+    return 0.5 * (pred - target).pow(2).sum(-1).mean()
+
+
+def two_point_data(dtype=torch.float64):
+    x = torch.tensor([[-1.0], [-0.5]], dtype=dtype)
+    y = torch.tensor([[0.6], [1.6]], dtype=dtype)
+    return x, y
+
+
+@pytest.mark.parametrize("kind, make_opt", [
+    ("gd", lambda p, lr: torch.optim.SGD(p, lr=lr)),
+    ("momentum", lambda p, lr: torch.optim.SGD(p, lr=lr, momentum=0.9)),
+    ("adam", lambda p, lr: torch.optim.Adam(p, lr=lr)),
+])
+def test_ensemble_training_equals_one_by_one_runs(kind, make_opt):
+    factory = partial(MLP, 1, 16, 6, 1, dtype=torch.float64)
+    x, y = two_point_data()
+    gains = [1.0, 1.2, 0.9]
+    ens = Ensemble(factory, seeds=SEEDS, gains=gains)
+    result = train(ens, x, y, steps=30, lr=torch.tensor(LRS, dtype=torch.float64), optimizer=kind)
+    for k, (seed, lr, gain) in enumerate(zip(SEEDS, LRS, gains, strict=True)):
+        ref, ref_loss = one_by_one(factory, seed, x, y, lr, 30, make_opt, half_mse, gain=gain)
+        np.testing.assert_allclose(result.loss[:, k], ref_loss, rtol=1e-9, atol=1e-12)
+        # float64 round-off (different summation orders, lr applied before back-propagation) grows over the
+        # 30 steps to ~1e-11 on O(0.1) parameters
+        for (name, p), q in zip(ens.member(k).named_parameters(), ref.parameters(), strict=True):
+            torch.testing.assert_close(p, q, rtol=1e-9, atol=1e-10, msg=name)
+
+
+@pytest.mark.parametrize("activation", ["leaky_relu", "relu", "tanh", "elu", "silu", "identity"])
+@pytest.mark.parametrize("skip", [0, 2])
+def test_fused_gd_step_equals_autograd_step(activation, skip):
+    factory = partial(MLP, 2, 6, 5, 2, activation=activation, skip=skip, dtype=torch.float64)
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(3, 5, 2, generator=g, dtype=torch.float64)  # per-member inputs
+    y = torch.randn(3, 5, 2, generator=g, dtype=torch.float64)
+    results = []
+    for fused in (True, False):
+        ens = Ensemble(factory, seeds=SEEDS)
+        results.append((train(ens, x, y, steps=8, lr=LRS, fused_step=fused), ens))
+    np.testing.assert_allclose(results[0][0].loss, results[1][0].loss, rtol=1e-10)
+    for name, p in results[0][1].params.items():
+        torch.testing.assert_close(p, results[1][1].params[name], rtol=1e-10, atol=1e-12, msg=name)
+
+
+def test_minibatch_sgd_equals_one_by_one_with_same_batches():
+    factory = partial(MLP, 3, 8, 2, 2, activation="tanh", dtype=torch.float64)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(10, 3, generator=g, dtype=torch.float64)
+    y = torch.randn(10, 2, generator=g, dtype=torch.float64)
+    ens = Ensemble(factory, seeds=SEEDS)
+    result = train(ens, x, y, steps=7, lr=0.1, optimizer="sgd", batch_size=4,
+                   generator=torch.Generator().manual_seed(9))
+    # the loop draws one permutation per epoch of floor(10/4) = 2 batches
+    perm_gen = torch.Generator().manual_seed(9)
+    batches = []
+    while len(batches) < 7:
+        order = torch.randperm(10, generator=perm_gen)
+        batches += [order[0:4], order[4:8]]
+    for k, seed in enumerate(SEEDS):
+        _, ref_loss = one_by_one(factory, seed, x, y, 0.1, 7, lambda p, lr: torch.optim.SGD(p, lr=lr),
+                                 half_mse, batches=batches)
+        np.testing.assert_allclose(result.loss[:, k], ref_loss, rtol=1e-9)
+
+
+def test_independent_batches_follow_each_members_own_order():
+    factory = partial(MLP, 3, 8, 2, 1, dtype=torch.float64)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(6, 3, generator=g, dtype=torch.float64)
+    y = torch.randn(6, 1, generator=g, dtype=torch.float64)
+    ens = Ensemble(factory, seeds=SEEDS)
+    result = train(ens, x, y, steps=5, lr=0.1, optimizer="sgd", batch_size=3, independent_batches=True,
+                   generator=torch.Generator().manual_seed(4))
+    perm_gen = torch.Generator().manual_seed(4)
+    orders = []
+    for _ in range(3):  # epochs of 2 batches
+        orders.append(torch.argsort(torch.rand(3, 6, generator=perm_gen), dim=1))
+    for k, seed in enumerate(SEEDS):
+        batches = [o[k, s:s + 3] for o in orders for s in (0, 3)]
+        _, ref_loss = one_by_one(factory, seed, x, y, 0.1, 5, lambda p, lr: torch.optim.SGD(p, lr=lr),
+                                 half_mse, batches=batches)
+        np.testing.assert_allclose(result.loss[:, k], ref_loss, rtol=1e-9)
+
+
+@pytest.mark.parametrize("factory, x", [
+    (partial(ConvChain, 1, 3, 4, 3, kernel_size=3, dtype=torch.float64), torch.tensor([[-1.0], [-0.5], [0.3]])),
+    (partial(SmallCNN, (1, 4, 4), [2], 1, dtype=torch.float64), torch.linspace(-1, 1, 48).reshape(3, 1, 4, 4)),
+])
+def test_generic_vmap_path_equals_one_by_one(factory, x):
+    x = x.to(torch.float64)
+    y = torch.tensor([[0.1], [0.5], [-0.2]], dtype=torch.float64)
+    ens = Ensemble(factory, seeds=SEEDS[:2])
+    assert not ens._stacked
+    result = train(ens, x, y, steps=5, lr=[0.05, 0.1], optimizer="adam")
+    for k, (seed, lr) in enumerate(zip(SEEDS[:2], [0.05, 0.1], strict=True)):
+        ref, ref_loss = one_by_one(factory, seed, x, y, lr, 5, lambda p, lr: torch.optim.Adam(p, lr=lr), half_mse)
+        np.testing.assert_allclose(result.loss[:, k], ref_loss, rtol=1e-8)
+        torch.testing.assert_close(ens(x)[k], ref(x))
+
+
+def test_per_member_inputs_and_activations():
+    factory = partial(MLP, 2, 5, 2, 1, dtype=torch.float64)
+    ens = Ensemble(factory, seeds=SEEDS)
+    x = torch.randn(3, 4, 2, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    acts = ens.activations(x, ["layer1", "output"])
+    for k in range(3):
+        m = ens.member(k)
+        torch.testing.assert_close(acts["output"][k], m(x[k]))
+        torch.testing.assert_close(acts["layer1"][k], torch.nn.functional.leaky_relu(m.linear1(
+            torch.nn.functional.leaky_relu(m.linear0(x[k])))))
+    with pytest.raises(ValueError, match="available: preact0, layer0"):
+        ens.activations(x, ["hidden3"])
+    with pytest.raises(ValueError, match="leading dim K"):
+        ens(torch.zeros(5, 4, 2))
+
+
+def test_divergence_raises_or_marks_member():
+    factory = partial(MLP, 1, 16, 4, 1, gain=1.5, dtype=torch.float64)
+    x, y = two_point_data()
+    with pytest.raises(Diverged) as info:
+        train(Ensemble(factory, seeds=SEEDS), x, y, steps=30, lr=[0.01, 50.0, 0.01])
+    assert info.value.step > 0
+    ens = Ensemble(factory, seeds=SEEDS)
+    result = train(ens, x, y, steps=30, lr=[0.01, 50.0, 0.01], on_divergence="mark")
+    assert result.diverged.tolist() == [False, True, False]
+    assert result.diverged_at[1] == info.value.step
+    assert np.isnan(result.final_loss[1]) and np.isfinite(result.final_loss[[0, 2]]).all()
+    _, ref_loss = one_by_one(factory, SEEDS[2], x, y, 0.01, 30, lambda p, lr: torch.optim.SGD(p, lr=lr), half_mse)
+    np.testing.assert_allclose(result.loss[:, 2], ref_loss, rtol=1e-9)
+
+
+def test_schedule_recorders_and_stop_loss():
+    factory = partial(MLP, 1, 16, 2, 1, dtype=torch.float64)
+    x, y = two_point_data()
+    ens = Ensemble(factory, seeds=SEEDS)
+    schedule = Schedule.log_spaced(8, 500)
+    result = train(ens, x, y, steps=500, lr=0.4, schedule=schedule,
+                   recorders={"h": activation_recorder(x, "layer1")}, stop_loss=1e-3)
+    assert result.steps[0] == 0 and np.all(np.diff(result.steps) > 0)
+    assert result.records["h"].shape == (len(result.steps), 3, 2, 16)
+    assert result.stopped_at < 500 and result.stopped_at == result.steps[-1]
+    assert np.all(result.final_loss <= 1e-3) and np.any(result.loss[-2] > 1e-3)
+    torch.testing.assert_close(torch.from_numpy(result.records["h"][-1]), ens.activations(x, ["layer1"])["layer1"]
+                               .detach())
+
+
+def test_schedules():
+    assert Schedule.every(3, 10).steps.tolist() == [0, 3, 6, 9, 10]
+    # evenly spaced in log(1 + t): 1001^(i/4) - 1 rounded = 0, 5, 31, 177, 1000
+    assert Schedule.log_spaced(5, 1000).steps.tolist() == [0, 5, 31, 177, 1000]
+    assert len(Schedule.log_spaced(50, 10)) == 11  # duplicates merged
+    with pytest.raises(ValueError, match="lie in"):
+        Schedule([11], 10)
+
+
+def test_bad_training_arguments():
+    ens = Ensemble(partial(MLP, 1, 4, 1, 1), seeds=[0, 1])
+    x, y = two_point_data(torch.float32)
+    with pytest.raises(ValueError, match="one value per member"):
+        train(ens, x, y, steps=1, lr=[0.1, 0.1, 0.1])
+    with pytest.raises(ValueError, match="unknown optimizer"):
+        train(ens, x, y, steps=1, lr=0.1, optimizer="lbfgs")
+    with pytest.raises(ValueError, match="batch_size"):
+        train(ens, x, y, steps=1, lr=0.1, optimizer="sgd")
+    with pytest.raises(ValueError, match="ambiguous"):
+        Ensemble(partial(MLP, 1, 4, 1, 1), 3, seeds=[0, 1])
+
+
+def test_ensemble_construction_paths():
+    factory = partial(MLP, 2, 4, 1, 1)
+    a = Ensemble(factory, 3, generator=torch.Generator().manual_seed(0))
+    b = Ensemble(factory, 3, generator=torch.Generator().manual_seed(0))
+    assert a.seeds == b.seeds and len(set(a.seeds)) == 3
+    rebuilt = factory(generator=torch.Generator().manual_seed(a.seeds[2]))
+    x = torch.randn(5, 2)
+    torch.testing.assert_close(a(x)[2], rebuilt(x))
+    c = Ensemble.from_modules([a.member(0), rebuilt]).to(torch.float64)
+    assert c.params["linear0.weight"].dtype == torch.float64 and c.k == 2
+    torch.testing.assert_close(c(x.double())[1], rebuilt.double()(x.double()))
+    assert a.num_parameters() == sum(p.numel() for p in rebuilt.parameters())

@@ -1,0 +1,360 @@
+"""Checks T1-T5, T9, T10, T12, T13 of spec 002 §3.15 on the Leaky ResNet mechanics (seed 002).
+
+The trained-network checks (T6-T8, T11) are in tests/nn/test_leaky_resnet.py and tests/experiments/.
+"""
+
+import math
+
+import pytest
+import torch
+
+from repdyn.probes.rank import nuclear_rank_ratio, stable_rank
+from repdyn.theory import leaky_resnet as lr
+
+torch.set_default_dtype(torch.float64)
+
+
+def _gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def _random(shape: tuple[int, ...], seed: int, scale: float = 1.0) -> torch.Tensor:
+    return scale * torch.randn(*shape, generator=_gen(seed), dtype=torch.float64)
+
+
+# ------------------------------------------------------------------------------------------------ COI (T3)
+
+
+def test_coi_without_bias_is_rank_for_nonnegative_representations():
+    # spec 002 §3.6: ||A||^2_{K~} = Rank A when A >= 0 (a rank-3 non-negative 7 x 12 matrix).
+    A = (_random((7, 3), 1).abs() @ _random((3, 12), 2).abs())
+    assert lr.cost_of_identity(A, bias=False).item() == pytest.approx(3.0, rel=1e-9)
+
+
+def test_coi_constant_row_example():
+    # spec 002 §3.6: A = c 1^T gives 1 without bias and c^2 / (c^2 + 1) with bias.
+    c = 1.7
+    A = torch.full((1, 5), c)
+    assert lr.cost_of_identity(A, bias=False).item() == pytest.approx(1.0, rel=1e-12)
+    assert lr.cost_of_identity(A).item() == pytest.approx(c**2 / (c**2 + 1), rel=1e-12)
+
+
+def test_coi_is_infinite_outside_the_feature_row_space():
+    # A negative row with N > w + 1 samples is not reachable from sigma(A): the exact COI is +inf.
+    A = -_random((2, 9), 3).abs()
+    assert math.isinf(lr.cost_of_identity(A).item())
+    # ... while the gamma-stable version is finite and grows like 1 / gamma (spec 002 §7 P6).
+    small, large = lr.cost_of_identity(A, 1e-4), lr.cost_of_identity(A, 1e-2)
+    assert math.isfinite(small.item()) and small / large == pytest.approx(100, rel=0.05)
+
+
+def test_proposition1_nuclear_bound_on_random_signed_matrices():
+    # Prop. 1 of seed 002: ||A||^2_{K~} >= ||A||_*^2 / ||A||_F^2 >= ||A||_F^2 / ||A||_op^2, rank >= both.
+    for seed in range(40):
+        w, N = 3 + seed % 4, 4 + seed % 5
+        A = _random((w, N), 100 + seed)
+        coi = lr.cost_of_identity(A, bias=False).item()
+        nuc = nuclear_rank_ratio(A).item()
+        assert coi >= nuc - 1e-9
+        assert torch.linalg.matrix_rank(A).item() >= nuc - 1e-9 >= stable_rank(A).item() - 2e-9
+
+
+def test_gamma_coi_converges_to_exact_coi():
+    # For a full-rank kernel (N <= w + 1), ||A||^2_(K + gamma I) -> ||A||^2_K as gamma -> 0.
+    A = _random((6, 5), 4)
+    exact = lr.cost_of_identity(A).item()
+    assert lr.cost_of_identity(A, 1e-9).item() == pytest.approx(exact, rel=1e-6)
+    assert lr.kernel_norm_sq(A, lr.kernel(A)).item() == pytest.approx(exact, rel=1e-9)
+
+
+def test_gamma_p_is_gamma0_times_lambda_max_of_K():
+    # Erratum P5(c): gamma_p = gamma_0 ||sigma(A)||_op^2 = gamma_0 lambda_max(K).
+    A = _random((5, 8), 5)
+    lam_max = torch.linalg.eigvalsh(lr.kernel(A))[-1]
+    assert lr.adaptive_gamma(A, 1e-3).item() == pytest.approx(1e-3 * lam_max.item(), rel=1e-10)
+    assert lam_max.item() >= 8  # the bias row alone gives 1 1^T with eigenvalue N
+
+
+def test_bad_inputs_raise_value_errors():
+    A = _random((3, 4), 6)
+    with pytest.raises(ValueError, match="gamma"):
+        lr.kernel_norm_sq(A, lr.kernel(A), -1.0)
+    with pytest.raises(ValueError, match="positive definite"):
+        lr.kernel_norm_sq(A, torch.ones(4, 4), 0.0)
+    with pytest.raises(ValueError, match="a=1.5"):
+        lr.irregular_steps(6, a=1.5)
+    with pytest.raises(ValueError, match="scheme"):
+        lr.step_scheme("random", 4)
+    with pytest.raises(ValueError, match="rho has"):
+        lr.leaky_forward(_random((3, 4, 5), 7), torch.ones(2) / 2, A[:4], 1.0)
+
+
+# ---------------------------------------------------------------------------------- Theorem 4 (T1, T2, T9)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_theorem4_identity_holds_exactly(seed):
+    # T1: [T4-ID] for random A, B, gamma once dA := L~ (B K - A).
+    A, B = _random((6, 10), seed), _random((6, 10), 50 + seed, 0.3)
+    ltilde, gamma = 0.5 + seed, 10.0 ** (-1 - seed % 3)
+    dA = lr.hamiltonian_vector_field(A, B, ltilde)[0]
+    H = lr.hamiltonian(A, B, ltilde)
+    assert lr.theorem4_rhs(A, dA, B, ltilde, gamma).item() == pytest.approx(H.item(), rel=1e-10)
+
+
+def test_eq2_energy_decomposition_with_full_rank_kernel():
+    # T2: with N <= w + 1 and B = (A + dA / L~) K^+, Eq. (1) = kinetic + potential (Eq. (2) of seed 002).
+    A, dA, ltilde = _random((7, 6), 11), _random((7, 6), 12), 3.0
+    B = lr.minimal_norm_momentum(A, dA, ltilde)
+    K = lr.kernel(A)
+    expected = lr.kernel_norm_sq(dA, K) / (2 * ltilde) - ltilde / 2 * lr.kernel_norm_sq(A, K)
+    assert lr.hamiltonian(A, B, ltilde).item() == pytest.approx(expected.item(), rel=1e-10)
+    # ... and B reproduces dA through the dynamics, dA = L~ (B K - A).
+    torch.testing.assert_close(lr.hamiltonian_vector_field(A, B, ltilde)[0], dA, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_theorem4_bounds_eq3_and_speed(seed):
+    # T9: Eq. (3) and the speed bound of Theorem 4 for random A, B with dA := L~ (B K - A).
+    A, B = _random((5, 12), 20 + seed), _random((5, 12), 70 + seed, 0.2)
+    ltilde, gamma = 2.0 + seed, 10.0 ** (-seed % 4)
+    dA = lr.hamiltonian_vector_field(A, B, ltilde)[0]
+    out = lr.theorem4_bounds(A, dA, B, ltilde, gamma)
+    c_sq = (B**2).sum()
+    assert out["eq3_gap"] <= out["eq3_bound"] * (1 + 1e-10)
+    assert out["speed_gap"] <= out["speed_bound"] * (1 + 1e-10)
+    assert out["radicand"] >= -gamma * c_sq * (1 + 1e-10)
+
+
+# ------------------------------------------------------------------------ Hamiltonian flow (T4, T10, Eq. 4)
+
+
+def _flow_start(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    return _random((4, 6), seed), _random((4, 6), seed + 1, 0.3)
+
+
+def test_hamiltonian_is_conserved_by_the_flow_and_drift_vanishes_with_step():
+    # T4: H is constant along [E-HAMDYN]; RK4 drift falls ~16x per halving of the step. The field is only
+    # piecewise smooth (ReLU kinks add O(step) jumps when an entry of A changes sign), so the path is chosen
+    # to keep the sign pattern of A fixed, which the test asserts.
+    A0 = _random((4, 6), 30).abs() + 0.5
+    A0[0, :3] = -A0[0, :3]
+    B0 = _random((4, 6), 31, 0.05)
+    ltilde = 0.5
+    drifts = []
+    for steps in (25, 50, 100):
+        A, B = lr.rk4_path(A0, B0, ltilde, steps)
+        assert ((A > 0) == (A0 > 0)).all()
+        H = lr.hamiltonian(A, B, ltilde)
+        drifts.append((H.max() - H.min()).item() / H.abs().mean().item())
+    assert drifts[-1] < 1e-10
+    assert drifts[0] / drifts[1] > 8 and drifts[1] / drifts[2] > 8
+
+
+def test_vector_field_is_hamiltons_equations_of_eq1():
+    # dA = dH/dB, dB = -dH/dA, by autograd on Eq. (1).
+    A, B = _flow_start(31)
+    A.requires_grad_(True)
+    B.requires_grad_(True)
+    gA, gB = torch.autograd.grad(lr.hamiltonian(A, B, 1.5), (A, B))
+    dA, dB = lr.hamiltonian_vector_field(A, B, 1.5)
+    torch.testing.assert_close(dA, gB)
+    torch.testing.assert_close(dB, -gA)
+
+
+def test_balancedness_coefficient_is_two_ltilde():
+    # T10 / erratum P5(f): d/dp ||W_p||^2 = 2 L~ ||b_p||^2 pointwise, and after integration.
+    A0, B0 = _flow_start(32)
+    ltilde = 2.0
+    for A, B in [(A0, B0), (_random((4, 6), 40), _random((4, 6), 41))]:
+        rate, bias_sq = lr.balancedness_rate(A, B, ltilde)
+        assert rate.item() == pytest.approx(2 * ltilde * bias_sq.item(), rel=1e-10)
+    As, Bs = lr.rk4_path(A0, B0, ltilde, 400)
+    W = ltilde * Bs @ lr.relu_features(As).transpose(-1, -2)
+    bias_sq = (W[..., -1] ** 2).sum(-1)
+    integral = torch.trapezoid(bias_sq, dx=1 / 400)
+    increase = (W[-1] ** 2).sum() - (W[0] ** 2).sum()
+    assert (increase / (ltilde * integral)).item() == pytest.approx(2.0, rel=1e-3)
+
+
+def test_eq4_sandwich_on_an_integrated_path():
+    # Eq. (4): -(l_gamma / L~ + sqrt(gamma) c)^2 <= -2H/L~ - min_p COI_gamma <= gamma c^2 along a flow path.
+    A0, B0 = _flow_start(33)
+    ltilde, gamma, steps = 3.0, 1e-2, 400
+    As, Bs = lr.rk4_path(A0, B0, ltilde, steps)
+    H = lr.hamiltonian(As[0], Bs[0], ltilde)
+    dA = lr.hamiltonian_vector_field(As, Bs, ltilde)[0]
+    energies = lr.stable_energies(As, dA, ltilde, gamma)
+    length = torch.trapezoid(energies["speed_sq"].sqrt(), dx=1 / steps)
+    c = torch.linalg.norm(Bs, dim=(-2, -1)).max()
+    middle = -2 * H / ltilde - energies["coi"].min()
+    assert -(length / ltilde + math.sqrt(gamma) * c) ** 2 <= middle <= gamma * c**2
+
+
+# ------------------------------------------------------------------------------------ discrete network (T5)
+
+
+def _network(seed: int, L: int = 5, w: int = 4, N: int = 7):
+    W = _random((L, w, w + 1), seed, 0.6)
+    rho = lr.irregular_steps(L, 0.5)
+    A0 = _random((w, N), seed + 1)
+    Y = _random((w, N), seed + 2)
+    return W, rho, A0, Y
+
+
+def test_backprop_momenta_match_adjoint_recursion():
+    # T5: autograd B_l = explicit adjoint recursion [E-BWD] (erratum P5(b)).
+    W, rho, A0, Y = _network(60)
+    lam, ltilde, N = 0.01, 1.5, A0.shape[1]
+    reps, B = lr.momenta_by_backprop(W, rho, A0, ltilde, lambda A: ((Y - A) ** 2).sum() / N, lam)
+    torch.testing.assert_close(reps, lr.leaky_forward(W, rho, A0, ltilde))
+    B_out = 2 / (lam * N) * (Y - reps[-1])
+    torch.testing.assert_close(B, lr.adjoint_momenta(W, rho, reps, B_out, ltilde), rtol=1e-12, atol=1e-12)
+
+
+def test_leaky_forward_is_batched_over_leading_dimensions():
+    W, rho, A0, _ = _network(61)
+    W2 = torch.stack([W, 2 * W])
+    rho2 = torch.stack([rho, lr.equidistant_steps(5)])
+    reps = lr.leaky_forward(W2, rho2, A0, torch.tensor([1.0, 2.0]))
+    torch.testing.assert_close(reps[1], lr.leaky_forward(2 * W, lr.equidistant_steps(5), A0, 2.0))
+
+
+def test_stationarity_residual_and_pairing_at_a_constructed_critical_point():
+    # With W_l := L~ B_l sigma(A_{l-1})^T the residual is 0 and Theorem 4 holds exactly with the pairing
+    # (A_{l-1}, B_l, dA_l) of spec 002 §3.12 (P4), while the same-index pairing does not.
+    W, rho, A0, _ = _network(62)
+    ltilde = 1.5
+    reps = lr.leaky_forward(W, rho, A0, ltilde)
+    B = _random(tuple(reps.shape), 63, 0.3)
+    W_star = lr.stationary_weights(reps, B, ltilde)
+    assert lr.stationarity_residual(W_star, reps, B, ltilde).max() < 1e-14
+    reps_star = lr.leaky_forward(W_star, rho, A0, ltilde)
+    # the forward pass changed A_l for l >= 1; rebuild the critical point layer by layer
+    for layer in range(W.shape[0]):
+        W_star[layer] = ltilde * B[layer + 1] @ lr.relu_features(reps_star[layer]).T
+        reps_star = lr.leaky_forward(W_star, rho, A0, ltilde)
+    diag = lr.layer_diagnostics(W_star, rho, reps_star, B, ltilde, gamma0=1e-3)
+    assert diag.stationarity.max() < 1e-12
+    assert diag.theorem4_residual.max() < 1e-10
+    assert (diag.eq3_gap <= diag.eq3_bound * (1 + 1e-10)).all()
+
+
+def test_discrete_balancedness_increments():
+    W = _random((4, 3, 4), 64)
+    rho = lr.equidistant_steps(4)
+    diff, predicted = lr.discrete_balancedness(W, rho, 2.0)
+    norms = (W**2).sum((-1, -2))
+    torch.testing.assert_close(diff, norms[1:] - norms[:-1])
+    torch.testing.assert_close(predicted, 2 * 2.0 * 0.25 * (W[1:, :, -1] ** 2).sum(-1))
+
+
+# ------------------------------------------------------------------------------------- symmetries (T12)
+
+
+def _weight_path(seed: int, w: int = 3, bias: bool = True):
+    W0, W1 = _random((w, w + 1), seed, 0.8), _random((w, w + 1), seed + 1, 0.8)
+    if not bias:
+        W0[:, -1] = 0
+        W1[:, -1] = 0
+    return lambda p: W0 + p * W1
+
+
+def test_integration_range_symmetry():
+    # seed 002 §2.1: W'_q = W_{q/c} / c on [0, c] with leak L~/c gives alpha'_c = alpha_1.
+    weights, x, ltilde, c = _weight_path(70), _random((3, 4), 71), 2.0, 3.0
+    one = lr.integrate_leaky_ode(weights, x, ltilde, steps=400)
+    stretched = lr.integrate_leaky_ode(lambda q: weights(q / c) / c, x, ltilde / c, length=c, steps=400)
+    torch.testing.assert_close(one, stretched, rtol=1e-10, atol=1e-10)
+
+
+def test_output_scaling_symmetry_without_bias():
+    # seed 002 §2.1: without bias, leak L~ + c gives exp(-c p) alpha_p (exact in continuous time).
+    weights, x, ltilde, c = _weight_path(72, bias=False), _random((3, 4), 73), 1.0, 2.5
+    base = lr.integrate_leaky_ode(weights, x, ltilde, steps=1000)
+    leakier = lr.integrate_leaky_ode(weights, x, ltilde + c, steps=1000)
+    torch.testing.assert_close(leakier, math.exp(-c) * base, rtol=1e-9, atol=1e-11)
+
+
+# ------------------------------------------------------------------------------------- step sizes (T13)
+
+
+@pytest.mark.parametrize("L", [4, 5, 7, 10])
+def test_step_schemes_sum_to_one_and_irregular_is_denser_at_the_ends(L):
+    schemes = (lr.equidistant_steps(L), lr.irregular_steps(L, 0.5), lr.irregular_steps(L, 0.9, symmetric=True))
+    for rho in schemes:
+        assert rho.sum().item() == pytest.approx(1.0, abs=1e-14)
+    rho = lr.irregular_steps(L, 0.5)
+    assert rho[L // 2] > rho[-1] and rho[(L - 1) // 2] > rho[0]
+    sym = lr.irregular_steps(L, 0.5, symmetric=True)
+    torch.testing.assert_close(sym, sym.flip(0))
+
+
+def test_irregular_formula_needs_renormalising_only_for_odd_L():
+    # Erratum P5(h): the raw formula sums to 1 - 0.01 a for L = 5 and exactly 1 for even L.
+    def raw(L, a):
+        x = torch.arange(1, L + 1) / L
+        return (1 / L + a / L * (0.25 - (x - 0.5).abs())).sum().item()
+
+    assert raw(5, 0.5) == pytest.approx(1 - 0.005, abs=1e-14)
+    assert raw(8, 0.5) == pytest.approx(1.0, abs=1e-14)
+
+
+def test_adaptive_rule_equalises_relative_step_distances():
+    # T13: on a path with fast ends and a slow middle, iterating the adaptive rule makes
+    # ||A_l - A_{l-1}|| / ||A_l|| nearly constant, far more than equidistant steps do.
+    base = _random((3, 5), 80).abs() + 1.0
+    direction = _random((3, 5), 81)
+
+    def path(p: torch.Tensor) -> torch.Tensor:
+        u = 2 * p - 1
+        shape = (u**3 + 0.05 * u) / 1.05  # speed ~ 3 u^2 + 0.05: slow middle, fast ends
+        return base + shape[:, None, None] * direction
+
+    L = 12
+    rho = lr.equidistant_steps(L)
+
+    def cv(r):
+        reps = path(torch.cat([torch.zeros(1), torch.cumsum(r, 0)]))
+        d = lr.relative_step_distances(reps)
+        return (d.std() / d.mean()).item(), reps
+
+    before, _ = cv(rho)
+    for _ in range(60):
+        _, reps = cv(rho)
+        rho = lr.adaptive_steps(rho, reps, damping=0.5)
+    after, _ = cv(rho)
+    assert before > 0.3 and after < before / 10
+    assert rho.sum().item() == pytest.approx(1.0, abs=1e-12)
+
+
+# --------------------------------------------------------------------- diagnostics on a foreign network
+
+
+def test_diagnostics_apply_to_a_user_written_leaky_resnet():
+    # A Leaky ResNet written with torch.nn.Linear layers (not repdyn's model): its weights [V | b], steps and
+    # retained activation gradients are all the diagnostics need, and they agree with the library's forward.
+    torch.manual_seed(0)
+    w, n, L, ltilde, lam = 5, 8, 4, 2.0, 0.05
+    layers = torch.nn.ModuleList(torch.nn.Linear(w, w).double() for _ in range(L))
+    rho = lr.irregular_steps(L, 0.3)
+    x, y = _random((n, w), 90), _random((n, w), 91)
+    a = x.T.clone()
+    acts = [a]
+    for step, layer in zip(rho, layers, strict=True):
+        a = (1 - step * ltilde) * a + step * layer(torch.relu(a).T).T
+        a.retain_grad()
+        acts.append(a)
+    acts[0].requires_grad_(False)
+    cost = ((y.T - a) ** 2).sum() / n
+    cost.backward()
+    weights = torch.stack([torch.cat([layer.weight, layer.bias[:, None]], 1) for layer in layers]).detach()
+    reps = torch.stack([t.detach() for t in acts])
+    grads = torch.stack([torch.zeros_like(acts[0])] + [t.grad for t in acts[1:]])
+    momenta = -grads / lam
+    torch.testing.assert_close(reps, lr.leaky_forward(weights, rho, x.T, ltilde))
+    _, B = lr.momenta_by_backprop(weights, rho, x.T, ltilde, lambda A: ((y.T - A) ** 2).sum() / n, lam)
+    torch.testing.assert_close(momenta[1:], B[1:])
+    diag = lr.layer_diagnostics(weights, rho, reps, momenta, ltilde)
+    assert diag.h.shape == (L,) and torch.isfinite(diag.h_gamma).all()
+    torch.testing.assert_close(diag.h, -2 * lr.hamiltonian(reps[:-1], B[1:], ltilde) / ltilde)
