@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from functools import partial
 
 import torch
 
 from repdyn.nn import MLP, Ensemble, Schedule, train
 
-K, WIDTH, DEPTH, STEPS, LR = 50, 64, 20, 30, 0.005 * 500 / 64
+K, WIDTH, DEPTH, STEPS, LR = 50, 64, 20, 60, 0.005 * 500 / 64
 THREADS = int(os.environ.get("REPDYN_BENCH_THREADS", "1"))
+REPEATS = 2
 COMMAND = "python benchmarks/bench_ensemble.py"
 
 
@@ -33,11 +35,10 @@ def _factory() -> partial[MLP]:
     return partial(MLP, 1, WIDTH, DEPTH, 1, activation="leaky_relu", gain=1.0)
 
 
-def sequential(seeds: list[int]) -> tuple[float, torch.Tensor]:
-    """50 ordinary training loops, one model after another."""
+def sequential(seeds: list[int]) -> torch.Tensor:
+    """50 ordinary training loops, one model after another; returns the final losses."""
     x, y = _data()
     final = []
-    start = time.perf_counter()
     for seed in seeds:
         model = _factory()(generator=torch.Generator().manual_seed(seed))
         opt = torch.optim.SGD(model.parameters(), lr=LR)
@@ -48,16 +49,22 @@ def sequential(seeds: list[int]) -> tuple[float, torch.Tensor]:
             opt.step()
         with torch.no_grad():
             final.append(0.5 * (model(x) - y).pow(2).sum(-1).mean())
-    return time.perf_counter() - start, torch.stack(final)
+    return torch.stack(final)
 
 
-def batched(seeds: list[int]) -> tuple[float, torch.Tensor]:
-    """One Ensemble of 50 members, trained together."""
+def batched(seeds: list[int]) -> torch.Tensor:
+    """One Ensemble of 50 members, trained together; returns the final losses."""
     x, y = _data()
-    start = time.perf_counter()
     ensemble = Ensemble(_factory(), seeds=seeds)
     result = train(ensemble, x, y, steps=STEPS, lr=LR, schedule=Schedule.every(STEPS, STEPS))
-    return time.perf_counter() - start, torch.from_numpy(result.final_loss)
+    return torch.from_numpy(result.final_loss)
+
+
+def timed(fn: Callable[[list[int]], torch.Tensor], seeds: list[int]) -> tuple[float, float, torch.Tensor]:
+    """(wall seconds, CPU seconds of this process, result)."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    out = fn(seeds)
+    return time.perf_counter() - wall, time.process_time() - cpu, out
 
 
 def matmul_flops_per_step(n: int = 2) -> float:
@@ -83,28 +90,37 @@ def run() -> str:
     flops = matmul_flops_per_step() * K * STEPS
     threads_default = torch.get_num_threads()
     torch.set_num_threads(THREADS)
+    best: dict[str, tuple[float, float, torch.Tensor]] = {}
     try:
         peak = peak_matmul_gflops()
-        t_seq, loss_seq = sequential(seeds)
-        t_bat, loss_bat = batched(seeds)
+        for _ in range(REPEATS):  # alternate the two sides; keep the best wall time of each
+            for name, fn in (("sequential", sequential), ("ensemble", batched)):
+                result = timed(fn, seeds)
+                if name not in best or result[0] < best[name][0]:
+                    best[name] = result
     finally:
         torch.set_num_threads(threads_default)
+    (w_seq, c_seq, loss_seq), (w_bat, c_bat, loss_bat) = best["sequential"], best["ensemble"]
     agree = float((loss_seq - loss_bat).abs().max())
-    rows = [(THREADS, t_seq, t_bat, flops / t_seq / 1e9, flops / t_bat / 1e9, peak, agree)]
     lines = [
         "### Ensemble training (`repdyn.nn.Ensemble` + `repdyn.nn.train`)",
         "",
         f"K = {K} copies of the seed-000 default MLP (depth {DEPTH}, width {WIDTH}, leaky ReLU, gain 1), two-point "
         f"task, {STEPS} full-batch GD steps (lr {LR:.4f}), float32, {os.cpu_count()} CPUs (shared machine: other "
-        "jobs were running). Matmul FLOPs counted for forward + backward.",
+        f"jobs were running, load average {os.getloadavg()[0]:.1f}). Matmul FLOPs counted for forward + backward.",
         "",
-        "| torch threads | 50 sequential loops (s) | one ensemble (s) | speed-up | GFLOP/s sequential | "
-        "GFLOP/s ensemble | peak matmul GFLOP/s | ensemble / peak | max final-loss difference |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| | 50 sequential loops | one ensemble | speed-up |",
+        "|---|---:|---:|---:|",
+        f"| wall time (s) | {w_seq:.2f} | {w_bat:.2f} | {w_seq / w_bat:.1f}× |",
+        f"| CPU time of the process (s) | {c_seq:.2f} | {c_bat:.2f} | {c_seq / c_bat:.1f}× |",
+        f"| achieved GFLOP/s (wall) | {flops / w_seq / 1e9:.2f} | {flops / w_bat / 1e9:.2f} | |",
+        f"| fraction of the peak matmul rate ({peak:.1f} GFLOP/s) | {100 * flops / w_seq / 1e9 / peak:.2f} % | "
+        f"{100 * flops / w_bat / 1e9 / peak:.2f} % | |",
+        "",
+        f"{THREADS} torch thread(s) on both sides; best wall time of {REPEATS} alternating repeats; the final losses "
+        f"of the two sides agree to {agree:.1e} (float32). The ensemble takes each GD step with the fused "
+        "hand-written back-propagation of `MLP.fused_gd_update` (tested equal to autograd).",
     ]
-    for threads, t_seq, t_bat, g_seq, g_bat, peak, agree in rows:
-        lines.append(f"| {threads} | {t_seq:.2f} | {t_bat:.2f} | {t_seq / t_bat:.1f}× | {g_seq:.2f} | {g_bat:.2f} | "
-                     f"{peak:.1f} | {100 * g_bat / peak:.1f} % | {agree:.1e} |")
     lines += ["", "With two points per step the work is matrix–vector products, bound by memory traffic and per-op "
               "overhead rather than matmul throughput; that is why the achieved rate is a small fraction of the "
               "matmul peak even for the ensemble.", "", f"Reproduce: `{COMMAND}`"]

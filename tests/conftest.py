@@ -7,6 +7,13 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
+
+# One torch thread per test process; pytest-xdist runs two processes (addopts in pyproject.toml). The tests are
+# thousands of tiny ops, where a second intra-op thread only spins: measured 119 s vs 13 s of CPU for the
+# seed-000 experiment tests on a loaded 2-core machine. Subprocesses inherit it through OMP_NUM_THREADS.
+torch.set_num_threads(1)
+os.environ["OMP_NUM_THREADS"] = "1"
 
 FIXTURES = Path(__file__).parent / "runtime"
 os.environ["REPDYN_PLUGINS"] = "fixture_experiments"
@@ -45,3 +52,11 @@ def browser():
     driver = webdriver.Chrome(service=Service(driver_path), options=options)
     yield driver
     driver.quit()
+
+
+@pytest.fixture(autouse=True)
+def no_global_torch_state_leaks():
+    """A test that changes torch's default dtype must restore it (DESIGN.md: no global state)."""
+    dtype = torch.get_default_dtype()
+    yield
+    assert torch.get_default_dtype() == dtype, "this test changed torch's default dtype and did not restore it"

@@ -71,13 +71,15 @@ def _finish(plan_: Plan, as_json: bool) -> None:
     outcomes = analyse(plan_)
     index = write_report(plan_.out, outcomes, scale=plan_.scale, seed=plan_.seed, device=plan_.device)
     claims = [c for o in outcomes for c in o.claims]
-    failed = [c for c in claims if not c.passed]
+    failed = [c for c in claims if c.status == "FAIL"]
+    passed = sum(c.passed for c in claims)
+    skipped = sum(c.skipped for c in claims)
     if as_json:
-        print(json.dumps({"report": str(index), "passed": len(claims) - len(failed), "total": len(claims),
+        print(json.dumps({"report": str(index), "passed": passed, "skipped": skipped, "total": len(claims),
                           "failed": [f"{c.experiment}:{c.id}" for c in failed],
                           "claims": [c.to_json() for c in claims]}, indent=2))
     else:
-        print(f"{len(claims) - len(failed)} of {len(claims)} claims pass")
+        print(f"{passed} of {len(claims)} claims pass" + (f" ({skipped} skipped)" if skipped else ""))
         for claim in failed:
             print(f"FAIL {claim.experiment}:{claim.id}: measured {claim.measured}, expected {claim.expected}"
                   f"{' (' + claim.note + ')' if claim.note else ''}")
@@ -116,7 +118,7 @@ def run(name: str = typer.Argument(..., help="Experiment name (see `repdyn list`
     """Run one experiment and write its report."""
     registry.get(name)
     plan_ = plan([name], scale=scale, overrides=parse_assignments(set_), seed=seed, device=device,
-                 out=out or Path("repdyn-out") / name)
+                 out=out or Path("repdyn-out") / name, cluster=cluster)
     _execute_with_progress(plan_, jobs, cluster, force)
     _finish(plan_, as_json)
 
@@ -130,7 +132,7 @@ def reproduce(scale: str = ScaleOpt,
               seed: int = SeedOpt, device: str = DeviceOpt, as_json: bool = JsonOpt) -> None:
     """Run every experiment (or --only some) and write the report of theory against experiment."""
     names = [n.strip() for n in only.split(",") if n.strip()] if only else None
-    plan_ = plan(names, scale=scale, seed=seed, device=device, out=out)
+    plan_ = plan(names, scale=scale, seed=seed, device=device, out=out, cluster=cluster)
     _execute_with_progress(plan_, jobs, cluster, force)
     _finish(plan_, as_json)
 

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from repdyn.experiments.claims import evaluate
+from repdyn.experiments.config import ConfigError
 from repdyn.experiments.elastic_sde import EXPERIMENTS
 
 
@@ -51,7 +52,7 @@ def test_geomnist_smoke_measures_every_claim_and_is_deterministic():
 
 def test_label_noise_smoke_measures_claims():
     exp = _by_name("elastic_sde.label_noise")
-    config = dataclasses.replace(exp.config("smoke"), p_errs=(0.0, 0.5, 0.8))
+    config = exp.config("smoke")
     _, analysis = _run(exp, config)
     assert set(analysis.measured) == {c.id for c in exp.claims}
     assert len(analysis.metrics) == 3
@@ -60,8 +61,9 @@ def test_label_noise_smoke_measures_claims():
 def test_cifar_skips_without_folder_and_runs_with_one(tmp_path):
     exp = _by_name("elastic_sde.cifar")
     config = exp.config("smoke")
-    assert exp.runs(config) == []
-    assert "skipped" in exp.analyse(config, {}).notes
+    assert "no CIFAR-10 folder given" in exp.prepare(config)
+    with pytest.raises(ConfigError, match="data_dir='/no/such/folder' is not a folder"):
+        exp.prepare(dataclasses.replace(config, data_dir="/no/such/folder"))
     rng = np.random.default_rng(0)
     for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
         batch = {b"labels": [int(v) for v in np.arange(30) % 10],
@@ -69,12 +71,13 @@ def test_cifar_skips_without_folder_and_runs_with_one(tmp_path):
         with open(tmp_path / name, "wb") as fh:
             pickle.dump(batch, fh, protocol=2)
     config = dataclasses.replace(config, data_dir=str(tmp_path), classes=(2,), steps=60, val_every=30)
+    assert exp.prepare(config) is None
     _, analysis = _run(exp, config)
     assert set(analysis.measured) == {c.id for c in exp.claims}
 
 
 def test_bad_config_values_are_rejected():
-    from repdyn.experiments.config import ConfigError, apply_overrides
+    from repdyn.experiments.config import apply_overrides
 
     exp = _by_name("elastic_sde.label_noise")
     with pytest.raises(ConfigError, match="p_errs"):

@@ -87,3 +87,4 @@ def test_divergence_and_bad_inputs():
         TrainingPlan(1, -1.0, 0, 1e-4)
     with pytest.raises(ValueError, match="width=2"):
         LeakyResNet.initialise(3, 2, 3, 2, [1.0], lr.equidistant_steps(3), torch.Generator())
+

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from report_browser import check_report_in_browser
 from repdyn.report.render import write_report
 from repdyn.runtime.reproduce import analyse, execute, plan
+from report_browser import check_report_in_browser
 
 
 @pytest.mark.browser

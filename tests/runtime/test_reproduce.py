@@ -22,7 +22,7 @@ def repdyn(*args: str, env: dict[str, str], **kwargs) -> subprocess.CompletedPro
 
 
 def stored(out: Path) -> list[Path]:
-    return sorted((out / "runs" / FIXTURE).glob("*.npz"))
+    return sorted((out / "runs" / FIXTURE).glob("[!.]*.npz"))  # not the writers' .tmp-* files
 
 
 def test_run_writes_report_claims_and_metrics(tmp_path, cli_env):
@@ -124,3 +124,14 @@ def test_list_shows_claims_and_sources(cli_env):
     fixture = next(e for e in json.loads(done.stdout) if e["name"] == FIXTURE)
     assert fixture["claims"][0] == {"id": "converges", "statement": "GD reaches the least-squares solution",
                                     "source": "closed form (normal equations)", "expected": "≤ 1e-06"}
+
+
+def test_an_experiment_without_its_optional_data_is_skipped_not_failed(tmp_path, cli_env):
+    out = tmp_path / "out"
+    done = repdyn("run", "elastic_sde.cifar", "--scale", "smoke", "--out", str(out), "--json", env=cli_env)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["skipped"] == summary["total"] > 0 and summary["passed"] == 0 and summary["failed"] == []
+    assert all("no CIFAR-10 folder given" in c["note"] for c in summary["claims"])
+    bad = repdyn("run", "elastic_sde.cifar", "--set", "data_dir=/no/such", "--out", str(tmp_path / "x"), env=cli_env)
+    assert bad.returncode == 2 and "data_dir='/no/such' is not a folder" in bad.stderr

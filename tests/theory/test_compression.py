@@ -185,7 +185,7 @@ def test_kernel_flow_separable_data_stops_at_zero_hinge_loss() -> None:
 def test_kernel_flow_classifier_is_close_to_hard_margin_svm() -> None:
     g = torch.Generator().manual_seed(6)
     x = torch.randn(200, 2, generator=g, dtype=torch.float64)
-    y = torch.where(x[:, 0] > 0.0, 1.0, -1.0)
+    y = torch.where(x[:, 0] > 0.0, 1.0, -1.0).double()
     x[:, 0] += 0.3 * y
     gram = x @ x.T
     res = C.kernel_hinge_flow(gram, y)

@@ -11,7 +11,14 @@ import torch
 from repdyn.probes.rank import nuclear_rank_ratio, stable_rank
 from repdyn.theory import leaky_resnet as lr
 
-torch.set_default_dtype(torch.float64)
+
+@pytest.fixture(autouse=True)
+def float64_default():
+    """These checks compare against closed forms in float64; restore the default for the rest of the suite."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(previous)
 
 
 def _gen(seed: int) -> torch.Generator:

@@ -67,6 +67,14 @@ class Experiment(ABC):
     def config(self, scale: str) -> Any:
         """The config instance for ``scale`` (one of SCALES)."""
 
+    def prepare(self, config: Any) -> str | None:
+        """Check what the config's declared bounds cannot (e.g. that a data folder exists) before anything runs.
+
+        Raise :class:`repdyn.experiments.config.ConfigError` for bad input. Return a reason to skip the experiment
+        (optional data the user did not give); its claims are then reported as skipped, not failed. Default: run.
+        """
+        return None
+
     @abstractmethod
     def runs(self, config: Any) -> list[RunSpec]:
         """Independent units of work for ``config``."""

@@ -119,6 +119,11 @@ class ClaimResult:
     measured: float | bool | None
     passed: bool
     note: str
+    skipped: bool = False
+
+    @property
+    def status(self) -> str:
+        return "SKIP" if self.skipped else "PASS" if self.passed else "FAIL"
 
     def to_json(self) -> dict[str, Any]:
         value = self.measured
@@ -132,6 +137,7 @@ class ClaimResult:
             "expected": self.expected,
             "measured": value,
             "passed": self.passed,
+            "skipped": self.skipped,
             "note": self.note,
         }
 
@@ -141,7 +147,7 @@ def evaluate(experiment: str, spec: ClaimSpec, measured: Measured | float | bool
     """Judge one claim. ``failure`` (e.g. "run 'g=0.1' diverged at step 412") fails it without a value."""
     if failure is not None or measured is None:
         return ClaimResult(experiment, spec.id, spec.statement, spec.source, spec.expectation.describe(),
-                           None, False, failure or "not measured by the analysis")
+                           None, False, failure or "not measured: the analysis had no data for it in this config (e.g. a condition it needs was not run)")
     if not isinstance(measured, Measured):
         measured = Measured(measured)
     value = measured.value
@@ -149,3 +155,9 @@ def evaluate(experiment: str, spec: ClaimSpec, measured: Measured | float | bool
         value = float(value)
     return ClaimResult(experiment, spec.id, spec.statement, spec.source, spec.expectation.describe(),
                        value, spec.expectation.check(value), measured.note)
+
+
+def skip(experiment: str, spec: ClaimSpec, reason: str) -> ClaimResult:
+    """A claim not evaluated because its experiment was skipped (see ``Experiment.prepare``)."""
+    return ClaimResult(experiment, spec.id, spec.statement, spec.source, spec.expectation.describe(), None, False,
+                       reason, skipped=True)

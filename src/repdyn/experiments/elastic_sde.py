@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -27,7 +28,7 @@ from repdyn.data.cifar10 import cifar_subset
 from repdyn.data.geomnist import corrupt_labels, geomnist
 from repdyn.experiments.base import Analysis, Experiment, RunResult, RunSpec
 from repdyn.experiments.claims import ClaimSpec, CloseTo, Holds, Measured, at_least, at_most
-from repdyn.experiments.config import param
+from repdyn.experiments.config import ConfigError, param
 from repdyn.nn.lenet import lenet_ensemble, train_batch1_sgd
 from repdyn.theory import elastic_sde as es
 from repdyn.theory import elasticity_estimators as ee
@@ -381,17 +382,21 @@ def estimate(labels: np.ndarray, logits: np.ndarray, window: int) -> Estimates:
     return Estimates(xbar, A, B, alpha, beta, int(np.isnan(raw[..., 0]).sum()))
 
 
-def _shape_checks(est: Estimates, model: str) -> dict[str, float | bool]:
-    """★H3 measurements on one estimation model."""
+def _shape_checks(est: Estimates, model: str, window: int) -> dict[str, float | bool]:
+    """★H3 measurements on one estimation model. The α̂ peak is searched away from the first and last half
+    window, where the Savitzky–Golay filter extrapolates a polynomial instead of differentiating data."""
     T = len(est.xbar)
     a, b = est.alpha[model], est.beta[model]
     late = slice(T // 10, T)
     tail = slice(T - max(T // 20, 1), T)
     A_end, B_end = float(np.nanmean(est.A[model][tail])), float(np.nanmean(est.B[model][tail]))
-    smooth = np.convolve(a, np.ones(11) / 11, mode="same")
-    peak = int(np.argmax(smooth[5:-5])) + 5
+    half = ee.odd_window(window, T) // 2
+    peak = int(np.argmax(a[half:T - half])) + half
     return {"frac_alpha_gt_beta": float(np.mean(a[late] > b[late])), "A_end": A_end, "B_end": B_end,
-            "peak_frac": peak / T, "alpha_end_over_peak": float(np.mean(a[tail]) / smooth[peak])}
+            "peak_frac": peak / T, "alpha_end_over_peak": float(np.mean(a[tail]) / a[peak]),
+            "gamma_late": float(np.mean(a[T // 2:] - b[T // 2:])),
+            "frac_rising": float(np.mean(a[T // 10:T // 2] > b[T // 10:T // 2])),
+            "frac_saturated": float(np.mean(a[T // 2:] > b[T // 2:]))}
 
 
 def _plot_strengths(est: Estimates, title: str) -> Figure:
@@ -504,7 +509,8 @@ class GeoMNISTDynamics(Experiment):
                   "seed 004, Fig. 3 (e)–(f)", at_least(0.9)),
         ClaimSpec("h3_signs", "B̂(T) < 0 < Â(T) for both estimation models",
                   "seed 004, Fig. 3, App. D.2 'A(t) increases while B(t) decreases'", Holds()),
-        ClaimSpec("h3_sigmoid", "Â rises like a sigmoid: α̂ peaks before T/2 and ends below half its peak (l-model)",
+        ClaimSpec("h3_sigmoid", "Â rises like a sigmoid: α̂ rises first, peaks in (0.05T, T/2) and ends below half "
+                  "its peak (l-model)",
                   "seed 004, Sec. 4.2 'initial increasing stage, then converges to the vicinity of zero'",
                   Holds()),
         ClaimSpec("h5_argmax_L", "L-model LE-ODE from L-model estimates: the largest logit of every class at the "
@@ -538,7 +544,7 @@ class GeoMNISTDynamics(Experiment):
     def analyse(self, config: GeoConfig, results: Mapping[str, RunResult]) -> Analysis:
         log = _pooled(results)
         est = estimate(log["label"], log["logits"], config.sg_window)
-        checks = {model: _shape_checks(est, model) for model in est.A}
+        checks = {model: _shape_checks(est, model, config.sg_window) for model in est.A}
         rng = np.random.default_rng(config.data_seed)
         sims = {(f, u): _simulate(est, f, u, config, rng) for f, u in
                 (("logit", "logit"), ("iso", "logit"), ("logit", "iso"))}
@@ -550,7 +556,8 @@ class GeoMNISTDynamics(Experiment):
             "h3_signs": Measured(all(c["B_end"] < 0 < c["A_end"] for c in checks.values()),
                                  "; ".join(f"{k}: Â(T) = {c['A_end']:.3g}, B̂(T) = {c['B_end']:.3g}"
                                            for k, c in checks.items())),
-            "h3_sigmoid": Measured(checks["iso"]["peak_frac"] < 0.5 and checks["iso"]["alpha_end_over_peak"] < 0.5,
+            "h3_sigmoid": Measured(0.05 < checks["iso"]["peak_frac"] < 0.5
+                                   and checks["iso"]["alpha_end_over_peak"] < 0.5,
                                    f"α̂ peak at t/T = {checks['iso']['peak_frac']:.2f}, end/peak = "
                                    f"{checks['iso']['alpha_end_over_peak']:.2f}"),
             "h5_argmax_L": _argmax_agreement(est.xbar, sims[("logit", "logit")]["mean"]),
@@ -567,7 +574,12 @@ class GeoMNISTDynamics(Experiment):
         final_acc = log["val_acc"][-1]
         metrics = [{"model": k, **v} for k, v in checks.items()]
         metrics += [{"estimates": f, "simulated_under": u, "mean_rd_second_half": v} for (f, u), v in rd_mean.items()]
-        notes = (f"{log['label'].shape[0]} trials × {config.steps} iterations; final validation accuracy "
+        iso = checks["iso"]
+        notes = (f"α̂ > β̂ (l-model) on {iso['frac_rising']:.1%} of [0.1T, 0.5T] and {iso['frac_saturated']:.1%} "
+                 f"of [0.5T, T]. Where the true gap is small (the loss plateau before ≈ 1200 iterations, Fig. D.10, "
+                 f"and saturation) the sign of α̂ − β̂ is set by the noise of per-iteration class means over "
+                 f"≈{log['label'].shape[0] // 3} trials (≈ 33 in the paper). "
+                 f"{log['label'].shape[0]} trials × {config.steps} iterations; final validation accuracy "
                  f"{final_acc.mean():.3f} ± {final_acc.std():.3f}; {est.empty_cells} empty (t, k) cells "
                  f"interpolated. LE-ODE simulation follows the code: zero-mean initial values and one rescaling "
                  f"scalar (spec 004 §2.11 pitfall), so the simulated mean's sign and size are set by that scalar.")
@@ -637,7 +649,7 @@ class NoiseConfig:
     lr: float = param(0.005, gt=0)
     val_every: int = param(250, ge=1)
     dtype: str = param("float32", choices=tuple(DTYPES))
-    sg_window: int = param(39, ge=5)
+    sg_window: int = param(85, ge=5, help="Savitzky–Golay window of α̂, β̂ (metric γ̂ = α̂ − β̂, Fig. D.5)")
     tail_n: int = param(250, ge=10, help="iterations of the tail index (code: the last 1000 of 10⁴)")
     data_seed: int = param(4, ge=0)
 
@@ -661,7 +673,7 @@ class LabelNoisePhaseTransition(Experiment):
 
     def config(self, scale: str) -> NoiseConfig:
         if scale == "smoke":
-            return NoiseConfig(p_errs=(0.0, 0.8), n_train=10, n_val=5, trials=6, steps=120, val_every=60,
+            return NoiseConfig(p_errs=(0.0, 0.4, 0.8), n_train=10, n_val=5, trials=6, steps=120, val_every=60,
                                sg_window=15, tail_n=30)
         if scale == "paper":
             return NoiseConfig(p_errs=(0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 2 / 3, 0.7, 0.8), n_train=500,
@@ -688,9 +700,13 @@ class LabelNoisePhaseTransition(Experiment):
             est = estimate(res["label"], res["logits"], config.sg_window)
             tails = {f"r_{s}_{m}": ee.tail_index(getattr(est, s)[m], config.tail_n)
                      for s in ("A", "B") for m in est.A}
+            late = slice(len(est.xbar) // 2, len(est.xbar))
             rows.append({"p_err": p, "val_acc": float(res["val_acc"][-1].mean()),
+                         "gamma_hat_late_iso": float(np.mean(est.alpha["iso"][late] - est.beta["iso"][late])),
                          "val_loss": float(res["val_loss"][-1].mean()),
                          "r_min_iso": min(tails["r_A_iso"], tails["r_B_iso"]), **tails,
+                         "A_end_iso": float(np.nanmean(est.A["iso"][-config.tail_n:])),
+                         "B_end_iso": float(np.nanmean(est.B["iso"][-config.tail_n:])),
                          "curves": (res["val_steps"], res["val_loss"].mean(1), res["val_acc"].mean(1))})
         below = [r for r in rows if r["p_err"] < 0.6]
         above = [r for r in rows if r["p_err"] >= 2 / 3 - 1e-9]
@@ -705,7 +721,12 @@ class LabelNoisePhaseTransition(Experiment):
         if len(rows) >= 3:
             rho = spearmanr([r["p_err"] for r in rows], [r["r_min_iso"] for r in rows]).statistic
             m["h4_tail_increases"] = Measured(float(rho), summary)
-        notes = (f"{config.trials} trials × {config.steps} iterations per p_err; tail index over the last "
+        ends = ", ".join(f"p={r['p_err']:.2f}: |Â|={abs(r['A_end_iso']):.2f}, |B̂|={abs(r['B_end_iso']):.2f}"
+                         for r in rows)
+        notes = (f"r̂ > 1 ⇔ the tail of |Â| (or |B̂|) is below 1, roughly: {ends}. Without learning the log-ratio "
+                 f"estimates sit at their noise floor (O(1)), so at this scale the crossing of 1 is decided by that "
+                 f"floor and varies with the seed, while the increase of r̂ with p_err is robust. "
+                 f"{config.trials} trials × {config.steps} iterations per p_err; tail index over the last "
                  f"{config.tail_n} iterations, so log(1+t) ≈ {math.log(config.steps):.1f} (paper ≈ 9.2): compare "
                  f"trends, not absolute values (spec 004 §6).")
         metrics = [{k: v for k, v in r.items() if k != "curves"} for r in rows]
@@ -778,9 +799,14 @@ class CifarElasticity(Experiment):
                                sg_window=551)
         return CifarConfig()
 
-    def runs(self, config: CifarConfig) -> list[RunSpec]:
+    def prepare(self, config: CifarConfig) -> str | None:
         if not config.data_dir:
-            return []
+            return "no CIFAR-10 folder given: run with --set data_dir=PATH/cifar-10-batches-py (nothing is downloaded)"
+        if not Path(config.data_dir).is_dir():
+            raise ConfigError(f"data_dir={config.data_dir!r} is not a folder: give the cifar-10-batches-py folder")
+        return None
+
+    def runs(self, config: CifarConfig) -> list[RunSpec]:
         return [RunSpec(f"K={k}", {"K": int(k)}) for k in config.classes]
 
     def execute(self, config: CifarConfig, run: RunSpec, seed: int, device: str) -> RunResult:
@@ -791,13 +817,10 @@ class CifarElasticity(Experiment):
                           val_every=config.val_every, dtype=config.dtype, seed=seed, device=device)
 
     def analyse(self, config: CifarConfig, results: Mapping[str, RunResult]) -> Analysis:
-        if not results:
-            return Analysis(notes="skipped: no CIFAR-10 folder given. Run with --set data_dir=PATH/cifar-10-batches-py "
-                                  "(nothing is downloaded).")
         checks, figures = {}, {}
         for label, res in sorted(results.items()):
             est = estimate(res["label"], res["logits"], config.sg_window)
-            checks[label] = _shape_checks(est, "iso")
+            checks[label] = _shape_checks(est, "iso", config.sg_window)
             figures[f"fig3_cifar_{label}"] = _plot_strengths(est, f"CIFAR-10 {label}")
         m = {"cifar_alpha_dominates_beta": min(c["frac_alpha_gt_beta"] for c in checks.values()),
              "cifar_signs": Measured(all(c["B_end"] < 0 < c["A_end"] for c in checks.values()),

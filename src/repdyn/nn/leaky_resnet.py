@@ -192,3 +192,4 @@ def fit(model: LeakyResNet, x: Tensor, y: Tensor, lam: float, plan: TrainingPlan
                     model.rho.copy_(torch.where(adaptive[:, None], new, model.rho))
             step += 1
     return {name: np.asarray(values) for name, values in history.items()}
+

@@ -42,23 +42,26 @@ def activation_function(name: str, negative_slope: float = 0.01) -> Callable[[Te
     return functions[name]
 
 
-def activation_derivative(name: str, negative_slope: float = 0.01) -> Callable[[Tensor], Tensor]:
-    """φ'(z) of :func:`activation_function` (the subgradient 0 at z = 0 for (leaky) ReLU, as autograd)."""
-    def silu_prime(z: Tensor) -> Tensor:
-        sig = torch.sigmoid(z)
-        return sig * (1 + z * (1 - sig))
+def activation_backward(name: str, negative_slope: float = 0.01) -> Callable[[Tensor, Tensor], Tensor]:
+    """(∂L/∂φ(z), z) -> ∂L/∂z for :func:`activation_function`, with autograd's conventions (subgradient 0 at
+    z = 0 for ReLU, slope at z <= 0 for leaky ReLU); one fused kernel where PyTorch has one."""
+    aten = torch.ops.aten
 
-    derivatives: dict[str, Callable[[Tensor], Tensor]] = {
-        "leaky_relu": lambda z: torch.where(z > 0, 1.0, negative_slope).to(z.dtype),
-        "relu": lambda z: (z > 0).to(z.dtype),
-        "tanh": lambda z: 1 - torch.tanh(z).pow(2),
-        "elu": lambda z: torch.where(z > 0, torch.ones_like(z), torch.exp(z)),
-        "silu": silu_prime,
-        "identity": torch.ones_like,
+    def silu(grad: Tensor, z: Tensor) -> Tensor:
+        sig = torch.sigmoid(z)
+        return grad * sig * (1 + z * (1 - sig))
+
+    backward: dict[str, Callable[[Tensor, Tensor], Tensor]] = {
+        "leaky_relu": lambda grad, z: aten.leaky_relu_backward(grad, z, negative_slope, False),
+        "relu": lambda grad, z: aten.threshold_backward(grad, z, 0),
+        "tanh": lambda grad, z: aten.tanh_backward(grad, torch.tanh(z)),
+        "elu": lambda grad, z: torch.where(z > 0, grad, grad * torch.exp(z)),
+        "silu": silu,
+        "identity": lambda grad, z: grad,
     }
-    if name not in derivatives:
+    if name not in backward:
         raise ValueError(f"unknown activation {name!r}; allowed: {', '.join(ACTIVATIONS)}")
-    return derivatives[name]
+    return backward[name]
 
 
 def xavier_normal_linear_(linear: nn.Linear, gain: float, generator: torch.Generator | None) -> None:
@@ -120,7 +123,7 @@ class MLP(nn.Module):
         self.width = width
         self.activation = activation
         self.phi = activation_function(activation, negative_slope)
-        self.phi_prime = activation_derivative(activation, negative_slope)
+        self.phi_backward = activation_backward(activation, negative_slope)
         self.skip = skip
         self.dropout_p = dropout
         factory = {"dtype": dtype, "device": device}
@@ -231,20 +234,21 @@ class MLP(nn.Module):
         backward + optimizer.
         """
         delta = scaled_grad_out
-        grad_h = [torch.zeros(()) for _ in range(self.depth)]
-        top = cache[-1]
+        grad_h: list[Tensor | None] = [None] * self.depth
         weight = params["output.weight"]
         grad_h[-1] = torch.bmm(delta, weight)
-        weight.baddbmm_(delta.transpose(1, 2), top, alpha=-1.0)
+        weight.baddbmm_(delta.transpose(1, 2), cache[-1], alpha=-1.0)
         params["output.bias"].sub_(delta.sum(1))
         for l in range(self.depth - 1, -1, -1):
-            z, below = cache[2 * l + 1], cache[2 * l]
-            dz = grad_h[l] * self.phi_prime(z)
+            z, below, upstream = cache[2 * l + 1], cache[2 * l], grad_h[l]
+            dz = self.phi_backward(upstream, z)
             if self.skip and l >= self.skip:
-                grad_h[l - self.skip] = grad_h[l - self.skip] + grad_h[l]
+                earlier = grad_h[l - self.skip]
+                grad_h[l - self.skip] = upstream if earlier is None else earlier + upstream
             weight = params[f"linear{l}.weight"]
             if l > 0:
-                grad_h[l - 1] = grad_h[l - 1] + torch.bmm(dz, weight)
+                propagated = torch.bmm(dz, weight)
+                grad_h[l - 1] = propagated if grad_h[l - 1] is None else grad_h[l - 1] + propagated
             if below.dim() == 2:
                 weight.sub_(torch.matmul(dz.transpose(1, 2), below))
             else:

@@ -69,7 +69,7 @@ def write_report(out: str | os.PathLike[str], outcomes: Sequence[ExperimentOutco
     claims = [claim for outcome in outcomes for claim in outcome.claims]
     write_json_atomic(out / "claims.json", {
         "version": repdyn.__version__, "scale": scale, "seed": seed, "device": device,
-        "passed": sum(c.passed for c in claims), "total": len(claims),
+        "passed": sum(c.passed for c in claims), "skipped": sum(c.skipped for c in claims), "total": len(claims),
         "claims": [c.to_json() for c in claims],
     })
     metrics = [{"experiment": o.name, **row} for o in outcomes for row in o.metrics]
@@ -89,7 +89,8 @@ def write_report(out: str | os.PathLike[str], outcomes: Sequence[ExperimentOutco
     html = ENVIRONMENT.get_template("report.html").render(
         title="repdyn report", version=repdyn.__version__, scale=scale, seed=seed, device=device,
         generated=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        claims=claims, passed=sum(c.passed for c in claims), sections=sections,
+        claims=claims, passed=sum(c.passed for c in claims), skipped=sum(c.skipped for c in claims),
+        sections=sections,
     )
     index = out / "index.html"
     write_text_atomic(index, html)

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from repdyn.experiments.base import SCALES, Experiment
-from repdyn.experiments.claims import ClaimResult, evaluate
+from repdyn.experiments.claims import ClaimResult, evaluate, skip
 from repdyn.experiments.config import ConfigError, apply_overrides, from_dict, to_dict
 from repdyn.runtime import registry
 from repdyn.runtime.executors import check_executor, run_tasks, threads_per_job
@@ -32,6 +32,7 @@ MANIFEST = "manifest.json"
 class PlannedExperiment:
     experiment: Experiment
     config: Any
+    skip_reason: str | None = None
 
     @property
     def name(self) -> str:
@@ -74,19 +75,21 @@ def check_scale(scale: str) -> str:
     return scale
 
 
-def check_device(device: str) -> str:
+def check_device(device: str, *, here: bool = True) -> str:
+    """Validate ``--device``; ``here`` is False when the runs execute on a remote cluster, whose workers check."""
     if device not in ("cpu", "cuda"):
         raise ConfigError(f"unknown device {device!r}: choose cpu or cuda")
-    if device == "cuda" and not torch.cuda.is_available():
+    if here and device == "cuda" and not torch.cuda.is_available():
         raise ConfigError("--device cuda: no CUDA device is available on this machine (use --device cpu)")
     return device
 
 
 def plan(names: Sequence[str] | None, *, scale: str = "quick", overrides: Mapping[str, str] | None = None,
-         seed: int = 0, device: str = "cpu", out: str | os.PathLike[str] = "repdyn-out") -> Plan:
+         seed: int = 0, device: str = "cpu", out: str | os.PathLike[str] = "repdyn-out",
+         cluster: str | None = None) -> Plan:
     """Resolve and validate a reproduction. Raises ConfigError on any bad input; writes nothing."""
     check_scale(scale)
-    check_device(device)
+    check_device(device, here=cluster is None or cluster.startswith("local:"))
     if seed < 0:
         raise ConfigError(f"--seed {seed} is out of range: must be >= 0")
     experiments = registry.select(names)
@@ -98,13 +101,22 @@ def plan(names: Sequence[str] | None, *, scale: str = "quick", overrides: Mappin
                 config = apply_overrides(config, overrides)
             except ConfigError as err:
                 raise ConfigError(f"{experiment.name}: {err}") from None
-        planned.append(PlannedExperiment(experiment, config))
+        planned.append(PlannedExperiment(experiment, config, _prepare(experiment, config)))
     return Plan(tuple(planned), scale, seed, device, Path(out))
+
+
+def _prepare(experiment: Experiment, config: Any) -> str | None:
+    try:
+        return experiment.prepare(config)
+    except ConfigError as err:
+        raise ConfigError(f"{experiment.name}: {err}") from None
 
 
 def tasks_for(plan_: Plan, jobs: int = 1) -> list[Task]:
     tasks = []
     for item in plan_.experiments:
+        if item.skip_reason is not None:
+            continue
         config = to_dict(item.config)
         for run in item.experiment.runs(item.config):
             seed = derive_seed(plan_.seed, item.name, run.label)
@@ -139,7 +151,8 @@ def load_plan(out: str | os.PathLike[str]) -> Plan:
     planned = []
     for name, config in manifest["experiments"].items():
         experiment = registry.get(name)
-        planned.append(PlannedExperiment(experiment, from_dict(experiment.Config, config)))
+        config = from_dict(experiment.Config, config)
+        planned.append(PlannedExperiment(experiment, config, _prepare(experiment, config)))
     return Plan(tuple(planned), manifest["scale"], manifest["seed"], manifest["device"], Path(out))
 
 
@@ -181,6 +194,12 @@ def analyse(plan_: Plan) -> list[ExperimentOutcome]:
                 raise ConfigError(f"{item.name}: run {task.label!r} has no stored result in {store.root}; "
                                   f"run `repdyn reproduce --out {plan_.out}` to finish it")
             stored[task.label] = store.read(task.experiment, task.key)
+        if item.skip_reason is not None:
+            outcomes.append(ExperimentOutcome(
+                item.name, experiment.title, experiment.seed, experiment.source, to_dict(item.config),
+                [skip(item.name, spec, item.skip_reason) for spec in experiment.claims], {}, [], [],
+                notes=f"skipped: {item.skip_reason}"))
+            continue
         outcomes.append(_analyse_one(experiment, item.config, stored))
     return outcomes
 

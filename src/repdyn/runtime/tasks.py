@@ -37,6 +37,10 @@ class TaskFailed(RuntimeError):
     def __init__(self, task: Task, detail: str) -> None:
         super().__init__(f"{task.experiment} run {task.label!r} failed: {detail}")
         self.task = task
+        self.detail = detail
+
+    def __reduce__(self) -> tuple:
+        return type(self), (self.task, self.detail)  # crosses process boundaries (joblib, Dask)
 
 
 def execute_task(task: Task) -> str:

@@ -168,7 +168,8 @@ def relative_difference(genuine: np.ndarray, simulated: np.ndarray, model: str) 
         num = np.abs(np.einsum("tkj,kj->tk", diff, d)) / np.linalg.norm(d, axis=-1)
     else:
         raise ValueError(f"model={model!r} is not allowed: use 'isotropic' or 'logit'")
-    return num / ((np.linalg.norm(X, axis=-1) + np.linalg.norm(Y, axis=-1)) / 2)
+    with np.errstate(invalid="ignore", divide="ignore"):  # NaN where both paths are zero
+        return num / ((np.linalg.norm(X, axis=-1) + np.linalg.norm(Y, axis=-1)) / 2)
 
 
 def simulation_initial_values(xbar0: np.ndarray, n_runs: int, rng: np.random.Generator) -> np.ndarray:

@@ -113,6 +113,9 @@ class AdamDynamics(Experiment):
                                                            f"final loss {xor['loss'][-1, k]:.2g}")
         analysis.figures["fig15_adam"] = trajectory_figure(
             "Fig. 15: default two-point network, GD vs Adam, with fitted Eq. 7 (dashed)", panels, 1.0)
-        analysis.notes = (f"Adam lr {config.adam_lr:g} (PyTorch default betas); GD lr = Table 1 × (500/width) × "
-                          f"{config.time_compression:g}; time axis in steps.")
+        caveat = ("The GD fit is itself imperfect at this scale (sharp network transition), so the Adam fit is not "
+                  "2x worse in this measure although its trajectory is qualitatively off (see the figure). "
+                  if rel["two_point_adam"] < 2 * rel["two_point_gd"] else "")
+        analysis.notes = (caveat + f"Adam lr {config.adam_lr:g} (PyTorch default betas); GD lr = Table 1 × "
+                          f"(500/width) × {config.time_compression:g}; time axis in steps.")
         return analysis

@@ -124,6 +124,11 @@ class PerturbedDynamicsControl(Experiment):
                           "its own integration convention): " + ", ".join(f"{k}: {v}" for k, v in
                                                                        PAPER_CONTROL_LOSSES.items())
                           + ". " + " ".join(notes))
+        if order[0] != "original":
+            analysis.notes += (" Eq. 7 is not the best fit here: the network leaves the plateau far more abruptly than "
+                               "any Eq. 7 solution (see the figure), and the perturbations that sharpen the transition "
+                               "fit that jump better. The paper's 500-wide networks follow Eq. 7 closely; this is a "
+                               "disagreement at the reduced width and scaled-up learning rate of this scale.")
         return analysis
 
 
@@ -173,11 +178,14 @@ class DepthDependence(Experiment):
                 analysis.metrics.append({"trial": k, "hidden_layer": layer + 1, "rate_h": member.fit.rate_h,
                                          "rate_y": member.fit.rate_y, "relative_fit_loss": member.relative_loss,
                                          "u0": res["u"][0, k, layer]})
-        layer_loss = np.nanmedian(rel, axis=0)
+        # A failed fit (Eq. 7 cannot even be integrated from the measured start) counts as an infinitely bad fit.
+        layer_loss = np.median(np.nan_to_num(rel, nan=np.inf), axis=0)
         first, second = layer_loss[: depth // 2], layer_loss[depth // 2:]
-        analysis.measured["second_half_fit"] = float(np.nanmedian(second))
-        halves = f"first half {np.nanmedian(first):.3g}, second half {np.nanmedian(second):.3g}"
-        analysis.measured["halves"] = Measured(bool(np.nanmedian(second) < np.nanmedian(first)), halves)
+        n_failed = int(np.sum(~np.isfinite(second)))
+        analysis.measured["second_half_fit"] = Measured(float(np.median(second)),
+                                                        f"{n_failed} of {second.size} layers without a converged fit")
+        halves = f"first half {np.median(first):.3g}, second half {np.median(second):.3g}"
+        analysis.measured["halves"] = Measured(bool(np.median(second) < np.median(first)), halves)
         index = np.arange(depth // 2, depth)
         for claim, rates in (("rate_h_trend", rate_h), ("rate_y_trend", rate_y)):
             per_layer = np.nanmedian(rates, axis=0)[depth // 2:]
@@ -187,7 +195,8 @@ class DepthDependence(Experiment):
         fig = Figure(figsize=(6.5, 3.2))
         ax = fig.subplots()
         layers = np.arange(1, depth + 1)
-        ax.semilogy(layers, layer_loss, "o-", color="C3", label="relative fit loss")
+        ax.semilogy(layers, np.where(np.isfinite(layer_loss), layer_loss, np.nan), "o-", color="C3",
+                    label="relative fit loss (gaps: no fit)")
         ax.semilogy(layers, np.nanmedian(rate_h, axis=0), "s-", color="C0", label="1/τ_h")
         ax.semilogy(layers, np.nanmedian(rate_y, axis=0), "^-", color="C2", label="1/τ_y")
         ax.set_xlabel("read-out hidden layer", fontsize=8)
@@ -195,5 +204,11 @@ class DepthDependence(Experiment):
         fig.suptitle("Fig. 10: fit loss and fitted rates against read-out layer", fontsize=9)
         fig.tight_layout()
         analysis.figures["fig10_depth"] = fig
-        analysis.notes = ("Median over trials per layer; layer numbers are 1-based hidden layers. " + " ".join(notes))
+        analysis.notes = ("Median over trials per layer; layer numbers are 1-based hidden layers. Where a fit fails, "
+                          "the measured start has w(0) > 0 with u(0) so small that Eq. 7 drives u to 0 in finite "
+                          "time for every rate ratio: the network starts off the aligned manifold (spec 000 §7.7). "
+                          "Spearman "
+                          f"correlations with depth in the second half: 1/τ_h {analysis.measured['rate_h_trend']:.2f}, "
+                          f"1/τ_y {analysis.measured['rate_y_trend']:.2f} (paper: 1/τ_h rises, 1/τ_y falls). "
+                          + " ".join(notes))
         return analysis

@@ -37,7 +37,7 @@ class InitScaleConfig:
 
 
 SCALE_CONFIGS = {
-    "smoke": InitScaleConfig(gains=(0.9, 1.3), width=32, depth=4, steps=400, time_compression=2.0, record_every=5),
+    "smoke": InitScaleConfig(gains=(0.9, 1.3, 1.4), width=32, depth=4, steps=400, time_compression=2.0, record_every=5),
     "quick": InitScaleConfig(width=64, steps=2000, time_compression=1.5, record_every=5),
     "paper": InitScaleConfig(),
 }

@@ -37,7 +37,7 @@ class TwoPointConfig:
 
 
 SCALE_CONFIGS = {
-    "smoke": TwoPointConfig(architectures=("shallow",), width=32, steps=300, time_compression=4.0,
+    "smoke": TwoPointConfig(architectures=("default", "shallow"), width=32, steps=300, time_compression=4.0,
                             record_every=5, seeds_per_architecture=1),
     "quick": TwoPointConfig(width=64, steps=1500, time_compression=3.0, record_every=5, seeds_per_architecture=2),
     "paper": TwoPointConfig(),
@@ -117,6 +117,7 @@ class TwoPointDynamics(Experiment):
                                                             for k in range(res["v"].shape[1])]))
             analysis.measured["w_dip"] = Measured(float(np.min(res["w"]) / Y),
                                                   "minimum over trials of min_t w, divided by Y")
+        unconverged = [name for name, res in results.items() if np.max(res["loss"][-1]) > 1e-3]
         finite = [m for m in medians.values() if np.isfinite(m)]
         per_arch = ", ".join(f"{n}: {m:.3g}" for n, m in medians.items())
         analysis.measured["all_fit"] = Measured(float(np.median(finite)) if finite else float("nan"), per_arch)
@@ -133,5 +134,6 @@ class TwoPointDynamics(Experiment):
             "Eq. 49 / Eq. 49 of a constant at the final state. Relative fit losses per architecture: " + per_arch + ". "
             "Where the overlay is imperfect, the networks leave the plateau more abruptly than the fitted Eq. 7 "
             "and, with learning rates scaled up for the reduced width, w shows short GD oscillations during the "
-            "transition (see the figures).")
+            "transition (see the figures). Not converged (final loss > 1e-3, the fit then only covers the plateau "
+            "and early rise): " + (", ".join(unconverged) or "none") + ".")
         return analysis

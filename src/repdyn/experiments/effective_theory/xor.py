@@ -169,7 +169,10 @@ class XorStructure(Experiment):
                      f"(τ_y/τ_h = {tau_ratio:.3g}, {config.optimizer})", fontsize=9)
         fig.tight_layout()
         analysis.figures["fig6_xor"] = fig
-        analysis.notes = (analysis.notes + f" Width {config.width}; deep runs {config.steps} steps, shallow "
-                          f"{config.shallow_steps}; optimizer {config.optimizer}. τ_y/τ_h from a two-point "
-                          f"default run: {tau_ratio:.3g}.").strip()
+        small_cross = np.mean([measured[0][i, j] for i, j in CROSS_PAIRS])
+        small_pred = np.mean([predicted[0][i, j] for i, j in CROSS_PAIRS])
+        analysis.notes = (f"{analysis.notes} Width {config.width}; deep runs {config.steps} steps, shallow "
+                          f"{config.shallow_steps}; optimizer {config.optimizer}. τ_y/τ_h from a two-point default "
+                          f"run: {tau_ratio:.3g}. Smallest gain: mean cross-pair final ‖dh‖² {small_cross:.3g} vs "
+                          f"Eq. 10 {small_pred:.3g} (≈ sqrt(τ_y/τ_h) at small init).").strip()
         return analysis
