@@ -142,12 +142,15 @@ class ClaimResult:
         }
 
 
+NOT_MEASURED = "not measured: the analysis had no data for it in this config (e.g. a condition it needs was not run)"
+
+
 def evaluate(experiment: str, spec: ClaimSpec, measured: Measured | float | bool | None,
              failure: str | None = None) -> ClaimResult:
     """Judge one claim. ``failure`` (e.g. "run 'g=0.1' diverged at step 412") fails it without a value."""
     if failure is not None or measured is None:
         return ClaimResult(experiment, spec.id, spec.statement, spec.source, spec.expectation.describe(),
-                           None, False, failure or "not measured: the analysis had no data for it in this config (e.g. a condition it needs was not run)")
+                           None, False, failure or NOT_MEASURED)
     if not isinstance(measured, Measured):
         measured = Measured(measured)
     value = measured.value
