@@ -36,6 +36,7 @@ def stored_runs(runs_root: Path) -> list[dict]:
 def run(only: str | None = None) -> str:
     """Time the whole quick reproduction (``only``: a comma-separated subset, for checking this benchmark)."""
     subset = ["--only", only] if only else []
+    load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="repdyn-bench-") as folder:
         out = Path(folder) / "out"
         start = time.perf_counter()
@@ -66,7 +67,7 @@ def run(only: str | None = None) -> str:
         f"### `repdyn reproduce --scale quick{' --only ' + only if only else ''}`",
         "",
         f"Total wall time **{total / 60:.1f} min** ({total:.0f} s; {verdict}), one process (`--jobs 1`), "
-        f"{os.cpu_count()} CPUs (shared machine: other jobs were running, so this overstates an idle machine). "
+        f"{os.cpu_count()} CPUs, load average {load:.1f} at the start. "
         f"Peak memory (max RSS) {peak_mib:.0f} MiB. Claims: {summary['passed']} of {summary['total']} pass.",
         "",
         "| experiment | runs | Σ run time (s) | share | longest run (s) | diverged runs | claims passed |",

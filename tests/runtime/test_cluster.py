@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from repdyn.runtime.cluster import parse_cluster, run_on_worker, store_id, write_stored_file
+from repdyn.runtime.cluster import parse_cluster, run_on_worker, store_id
 from repdyn.runtime.reproduce import execute, plan, tasks_for
 from repdyn.runtime.store import ResultStore
 
@@ -83,7 +83,7 @@ def test_worker_without_the_shared_store_sends_its_result_back(tmp_path, monkeyp
     for task in tasks_for(plan_, jobs=2):
         status, data, _ = run_on_worker(task, "another-file-system")
         assert status == "ok" and data is not None and not store.has(task.experiment, task.key)
-        write_stored_file(store, task, data)
+        store.write_bytes(task.experiment, task.key, data)
     assert_bit_identical(stored_by_label(plan_.out), local_reference)
     task = tasks_for(plan_, jobs=2)[0]
     assert run_on_worker(task, identity) == ("cached", None, "")

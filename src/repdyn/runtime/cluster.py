@@ -97,23 +97,6 @@ def run_on_worker(task: Task, expected_store_id: str) -> tuple[str, bytes | None
     return status, data, ""
 
 
-def write_stored_file(store: ResultStore, task: Task, data: bytes) -> Path:
-    """Write a result file sent back by a worker into the store, atomically (temp file + rename, as the store)."""
-    target = store.path(task.experiment, task.key)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
-
-
 def run_on_cluster(tasks: Sequence[Task], address: str, on_done: Callable[[Task, str], None]) -> None:
     """Run ``tasks`` as Dask tasks on ``address`` (a scheduler or ``local:N``), calling ``on_done`` as each ends.
 
@@ -153,5 +136,5 @@ def run_on_cluster(tasks: Sequence[Task], address: str, on_done: Callable[[Task,
             if status == "failed":
                 raise TaskFailed(task, detail)
             if data is not None:
-                write_stored_file(ResultStore(task.store_root), task, data)
+                ResultStore(task.store_root).write_bytes(task.experiment, task.key, data)
             on_done(task, status)

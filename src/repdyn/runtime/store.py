@@ -12,10 +12,10 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -79,14 +79,21 @@ class ResultStore:
 
     def write(self, experiment: str, key: str, result: Mapping[str, Any], meta: Mapping[str, Any]) -> Path:
         """Atomically write a run (temp file + rename)."""
-        target = self.path(experiment, key)
-        target.parent.mkdir(parents=True, exist_ok=True)
         arrays = _encode(result)
         arrays[_META] = np.asarray(json.dumps(dict(meta), sort_keys=True, default=str))
+        return self._write_atomic(experiment, key, lambda handle: np.savez(handle, **arrays))
+
+    def write_bytes(self, experiment: str, key: str, data: bytes) -> Path:
+        """Atomically store a run file produced elsewhere (e.g. by a Dask worker without this file system)."""
+        return self._write_atomic(experiment, key, lambda handle: handle.write(data))
+
+    def _write_atomic(self, experiment: str, key: str, write: Callable[[BinaryIO], object]) -> Path:
+        target = self.path(experiment, key)
+        target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=target.parent)
         try:
             with os.fdopen(fd, "wb") as handle:
-                np.savez(handle, **arrays)
+                write(handle)
                 handle.flush()
                 os.fsync(handle.fileno())
             os.replace(tmp, target)
