@@ -37,3 +37,13 @@ def test_keys_and_seeds_depend_on_every_input():
                 run_key("e", {"a": 1}, "l", {"p": 1}, 1, "cpu"), run_key("e", {"a": 1}, "l", {"p": 1}, 0, "cuda")]
     assert len({base, *variants}) == 7
     assert derive_seed(0, "e", "a") == derive_seed(0, "e", "a") != derive_seed(0, "e", "b")
+
+
+def test_written_files_are_readable_by_others_like_a_plain_open(tmp_path):
+    import os
+    import stat
+
+    path = ResultStore(tmp_path).write("e", "k", {"a": np.ones(1)}, {})
+    mask = os.umask(0)
+    os.umask(mask)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~mask

@@ -15,7 +15,8 @@ from pathlib import Path
 import repdyn
 from repdyn.monitor.analysis import analyse_recording
 from repdyn.monitor.recording import Recording, load_recording
-from repdyn.report.render import ENVIRONMENT, write_table, write_text_atomic
+from repdyn.report.render import ENVIRONMENT, write_table
+from repdyn.runtime.atomic import atomic_write_text
 
 
 def _jsonable(value: object) -> object:
@@ -36,7 +37,7 @@ def write_monitor_report(recording: Recording | str | os.PathLike[str], out: str
     write_table(recording.scalar_table(), out / "steps.csv", out / "steps.parquet")
     tables = {s.key: {caption: [{k: _jsonable(v) for k, v in row.items()} for row in rows]
                       for caption, rows in s.tables} for s in sections}
-    write_text_atomic(out / "tables.json", json.dumps(tables, indent=1, ensure_ascii=False))
+    atomic_write_text(out / "tables.json", json.dumps(tables, indent=1, ensure_ascii=False))
     html = ENVIRONMENT.get_template("monitor.html").render(
         title=f"repdyn monitor: {recording.meta['name']}", version=repdyn.__version__, meta=recording.meta,
         source=source, steps=recording.steps.tolist(), record_seconds=float(recording["record_seconds"].sum()),
@@ -47,5 +48,5 @@ def write_monitor_report(recording: Recording | str | os.PathLike[str], out: str
                   for s in sections],
     )
     index = out / "index.html"
-    write_text_atomic(index, html)
+    atomic_write_text(index, html)
     return index

@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ import pandas as pd
 
 import repdyn
 from repdyn.experiments.papers import PAPERS
+from repdyn.runtime.atomic import atomic_write, atomic_write_text
 from repdyn.runtime.reproduce import ExperimentOutcome, write_json_atomic
 
 ENVIRONMENT = jinja2.Environment(loader=jinja2.PackageLoader("repdyn.report", "templates"),
@@ -36,29 +36,16 @@ def format_value(value: Any) -> str:
 ENVIRONMENT.filters["fmt"] = format_value
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.replace(tmp, path)
-
-
 def write_table(frame: pd.DataFrame, csv_path: Path, parquet_path: Path | None = None) -> None:
     """Write a table as CSV (and Parquet) atomically."""
     frame = frame.copy()
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=csv_path.parent)
-    os.close(fd)
-    frame.to_csv(tmp, index=False)
-    os.replace(tmp, csv_path)
+    atomic_write(csv_path, lambda handle: frame.to_csv(handle, index=False))
     if parquet_path is not None:
         # Mixed-type columns (a metric that is a string in one experiment, a number in another) become text.
         for column in frame.columns:
             if frame[column].dtype == object:
                 frame[column] = frame[column].map(lambda v: v if v is None else str(v))
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=parquet_path.parent)
-        os.close(fd)
-        frame.to_parquet(tmp, index=False)
-        os.replace(tmp, parquet_path)
+        atomic_write(parquet_path, lambda handle: frame.to_parquet(handle, index=False))
 
 
 def write_report(out: str | os.PathLike[str], outcomes: Sequence[ExperimentOutcome], *, scale: str, seed: int,
@@ -93,5 +80,5 @@ def write_report(out: str | os.PathLike[str], outcomes: Sequence[ExperimentOutco
         sections=sections,
     )
     index = out / "index.html"
-    write_text_atomic(index, html)
+    atomic_write_text(index, html)
     return index

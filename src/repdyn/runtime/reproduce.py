@@ -9,7 +9,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +20,7 @@ from repdyn.experiments.base import SCALES, Experiment
 from repdyn.experiments.claims import ClaimResult, evaluate, skip
 from repdyn.experiments.config import ConfigError, apply_overrides, from_dict, to_dict
 from repdyn.runtime import registry
+from repdyn.runtime.atomic import atomic_write_text
 from repdyn.runtime.executors import check_executor, run_tasks, threads_per_job
 from repdyn.runtime.store import ResultStore, StoredRun, derive_seed, run_key
 from repdyn.runtime.tasks import Task
@@ -128,11 +128,7 @@ def tasks_for(plan_: Plan, jobs: int = 1) -> list[Task]:
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
-    with os.fdopen(fd, "w") as handle:
-        json.dump(data, handle, indent=2, sort_keys=True, default=str)
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str))
 
 
 def write_manifest(plan_: Plan) -> None:

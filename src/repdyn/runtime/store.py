@@ -11,15 +11,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 
 import repdyn
+from repdyn.runtime.atomic import atomic_write
 
 _META = "__meta__"
 
@@ -81,26 +81,11 @@ class ResultStore:
         """Atomically write a run (temp file + rename)."""
         arrays = _encode(result)
         arrays[_META] = np.asarray(json.dumps(dict(meta), sort_keys=True, default=str))
-        return self._write_atomic(experiment, key, lambda handle: np.savez(handle, **arrays))
+        return atomic_write(self.path(experiment, key), lambda handle: np.savez(handle, **arrays))
 
     def write_bytes(self, experiment: str, key: str, data: bytes) -> Path:
         """Atomically store a run file produced elsewhere (e.g. by a Dask worker without this file system)."""
-        return self._write_atomic(experiment, key, lambda handle: handle.write(data))
-
-    def _write_atomic(self, experiment: str, key: str, write: Callable[[BinaryIO], object]) -> Path:
-        target = self.path(experiment, key)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=target.parent)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                write(handle)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return target
+        return atomic_write(self.path(experiment, key), lambda handle: handle.write(data))
 
     def read(self, experiment: str, key: str) -> StoredRun:
         with np.load(self.path(experiment, key), allow_pickle=False) as data:
