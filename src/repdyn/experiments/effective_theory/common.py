@@ -11,12 +11,24 @@ import torch
 from matplotlib.figure import Figure
 
 from repdyn.data.two_points import two_point_data
+from repdyn.experiments.config import param
 from repdyn.nn import MLP, Ensemble, Schedule, train
 from repdyn.nn.cnn import ConvChain
 from repdyn.probes.two_point import TwoPointState, two_point_recorder
 from repdyn.theory import effective_theory as et
 
 PAPER_WIDTH = 500
+
+
+@dataclass(frozen=True)
+class DeepRunConfig:
+    """Settings shared by the experiments that train Table 1's default deep network on two points."""
+
+    width: int = param(500, ge=2)
+    depth: int = param(20, ge=2, help="hidden layers (Table 1: 20; smaller only for smoke tests)")
+    steps: int = param(6000, ge=10)
+    time_compression: float = param(1.0, gt=0, help="learning rate × this")
+    record_every: int = param(1, ge=1)
 
 
 @dataclass(frozen=True)

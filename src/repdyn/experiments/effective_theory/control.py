@@ -14,7 +14,7 @@ from scipy import stats
 from repdyn.experiments.base import Analysis, Experiment, RunSpec
 from repdyn.experiments.claims import ClaimSpec, Holds, Measured, at_least, at_most
 from repdyn.experiments.config import param
-from repdyn.experiments.effective_theory.common import TABLE1, fit_member, scaled_lr, train_two_point
+from repdyn.experiments.effective_theory.common import TABLE1, DeepRunConfig, fit_member, scaled_lr, train_two_point
 from repdyn.theory import effective_theory as et
 
 PAPER_CONTROL_LOSSES = {"original": 0.92, "factor_two": 15.35, "square": 16.61, "minus_sign": 2.99, "drop_term": 5.64}
@@ -22,12 +22,7 @@ PAPER_CONTROL_LOSSES = {"original": 0.92, "factor_two": 15.35, "square": 16.61, 
 
 
 @dataclass(frozen=True)
-class DefaultRunConfig:
-    width: int = param(500, ge=2)
-    depth: int = param(20, ge=2, help="hidden layers (Table 1: 20; smaller only for smoke tests)")
-    steps: int = param(6000, ge=10)
-    time_compression: float = param(1.0, gt=0, help="learning rate × this")
-    record_every: int = param(1, ge=1)
+class DefaultRunConfig(DeepRunConfig):
     trials: int = param(1, ge=1, help="independent default networks (one ensemble)")
     dx: float = param(0.5, gt=0)
     dy: float = param(1.0, gt=0)

@@ -12,17 +12,12 @@ from matplotlib.figure import Figure
 from repdyn.experiments.base import Analysis, Experiment, RunSpec
 from repdyn.experiments.claims import ClaimSpec, InRange, Measured, at_least, at_most
 from repdyn.experiments.config import param
-from repdyn.experiments.effective_theory.common import TABLE1, fit_member, scaled_lr, train_two_point
+from repdyn.experiments.effective_theory.common import TABLE1, DeepRunConfig, fit_member, scaled_lr, train_two_point
 from repdyn.theory import effective_theory as et
 
 
 @dataclass(frozen=True)
-class FinalDistanceConfig:
-    width: int = param(500, ge=2)
-    depth: int = param(20, ge=2, help="hidden layers (Table 1: 20; smaller only for smoke tests)")
-    steps: int = param(6000, ge=10)
-    time_compression: float = param(1.0, gt=0, help="learning rate × this")
-    record_every: int = param(1, ge=1)
+class FinalDistanceConfig(DeepRunConfig):
     fit_trials: int = param(50, ge=1, help="trials at dx = 0.5, dy = 1 whose fitted rates are averaged")
     grid: int = param(5, ge=2, help="grid points per axis: dx in [0.5, 1.5], dy in [0, 1]")
     converged_loss: float = param(1e-3, gt=0, help="trials whose final loss exceeds this are discarded")

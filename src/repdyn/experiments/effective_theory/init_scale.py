@@ -14,6 +14,7 @@ from repdyn.experiments.claims import ClaimSpec, CloseTo, Holds, Measured, at_le
 from repdyn.experiments.config import param
 from repdyn.experiments.effective_theory.common import (
     INIT_SCALES,
+    DeepRunConfig,
     fit_member,
     plateau_fraction,
     scaled_lr,
@@ -24,14 +25,9 @@ from repdyn.theory import effective_theory as et
 
 
 @dataclass(frozen=True)
-class InitScaleConfig:
+class InitScaleConfig(DeepRunConfig):
     gains: tuple[float, ...] = param(tuple(INIT_SCALES), choices=tuple(INIT_SCALES),
                                      help="leaky-ReLU gains of Table 1 (each with its own learning rate)")
-    width: int = param(500, ge=2)
-    depth: int = param(20, ge=2, help="hidden layers (Table 1: 20; smaller only for smoke tests)")
-    steps: int = param(6000, ge=10)
-    time_compression: float = param(1.0, gt=0, help="learning rate × this (steps are given directly)")
-    record_every: int = param(1, ge=1)
     dx: float = param(0.5, gt=0)
     dy: float = param(1.0, gt=0)
 
