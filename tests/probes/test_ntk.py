@@ -104,3 +104,24 @@ def test_cross_kernel_and_last_layer_kernel():
         empirical_ntk(model, x, params=["fc.weight"])
     with pytest.raises(ValueError, match="output"):
         empirical_ntk(model, x, output="diag")
+
+
+class _ScalarBias(torch.nn.Module):
+    """f(x) = w·x + b with a 0-dimensional bias, whose NTK term is exactly 1."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.tensor([1.0, -2.0, 0.5], dtype=torch.float64))
+        self.bias = torch.nn.Parameter(torch.tensor(0.3, dtype=torch.float64))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x @ self.w + self.bias).unsqueeze(-1)
+
+
+def test_zero_dimensional_parameters_have_their_exact_term():
+    x = torch.randn(5, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    model = _ScalarBias()
+    full = empirical_ntk(model, x, method="jacobian")
+    torch.testing.assert_close(full, x @ x.T + 1.0)
+    torch.testing.assert_close(empirical_ntk(model, x, params=["bias"], method="jacobian"), torch.ones(5, 5,
+                               dtype=torch.float64))

@@ -59,7 +59,7 @@ def jacobian_fn(model: nn.Module, params: Iterable[str] | None = None
     per_sample = vmap(jacrev(single), in_dims=(None, 0))
 
     def jac(chunk: Tensor, out: Tensor | None = None) -> Tensor:
-        blocks = [b.flatten(start_dim=2) for b in per_sample(wrt, chunk).values()]
+        blocks = [b.reshape(b.shape[0], b.shape[1], -1) for b in per_sample(wrt, chunk).values()]  # 0-dim too
         if out is None:
             return torch.cat(blocks, dim=2)
         offset = 0
