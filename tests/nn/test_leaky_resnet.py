@@ -85,6 +85,35 @@ def test_divergence_and_bad_inputs():
         fit(_model(), x, y, 0.0, TrainingPlan(1, 1e-3, 0, 1e-4))
     with pytest.raises(ValueError, match="adam_lr"):
         TrainingPlan(1, -1.0, 0, 1e-4)
+    with pytest.raises(ValueError, match="max_rho_ltilde"):
+        TrainingPlan(1, 1e-3, 0, 1e-4, max_rho_ltilde=1.5)
+    with pytest.raises(ValueError, match="init='orthogonal'"):
+        LeakyResNet.initialise(3, 4, 3, 2, [1.0], lr.equidistant_steps(3), torch.Generator(), init="orthogonal")
     with pytest.raises(ValueError, match="width=2"):
         LeakyResNet.initialise(3, 2, 3, 2, [1.0], lr.equidistant_steps(3), torch.Generator())
 
+
+
+def test_identity_initialisation_keeps_the_positive_part_of_the_representation():
+    # init="identity" with no noise: W_l = L~ [I, 0], so A_l = (1 - rho L~) A_{l-1} + rho L~ [A_{l-1}]_+ keeps
+    # positive entries and shrinks negative ones by (1 - rho L~) per layer.
+    model = LeakyResNet.initialise(4, 5, 5, 5, [2.0], lr.equidistant_steps(4), torch.Generator().manual_seed(0),
+                                   init_scale=0.0, init="identity")
+    x = torch.randn(7, 5, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    reps = model.representations(x)[0]
+    A0 = reps[0]
+    expected = torch.where(A0 > 0, A0, A0 * 0.5**4)
+    torch.testing.assert_close(reps[-1], expected)
+
+
+def test_adaptive_steps_respect_the_rho_ltilde_cap_during_training():
+    x, y = _data()
+    largest = {}
+    for cap in (None, 0.38):
+        model = _model(ltildes=(1.0, 1.5))
+        plan = TrainingPlan(adam_steps=40, adam_lr=1e-2, gd_steps=0, gd_lr=1e-3, adaptive_every=2,
+                            adaptive_warmup=0, adaptive_damping=1.0, max_rho_ltilde=cap)
+        fit(model, x, y, 0.01, plan, adaptive=torch.tensor([True, True]))
+        largest[cap] = float((model.rho * model.ltilde[:, None]).max())
+        torch.testing.assert_close(model.rho.sum(-1), torch.ones(2, dtype=torch.float64))
+    assert largest[None] > 0.38 >= largest[0.38] * (1 - 1e-12)

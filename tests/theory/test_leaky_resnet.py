@@ -1,6 +1,7 @@
-"""Checks T1-T5, T9, T10, T12, T13 of spec 002 §3.15 on the Leaky ResNet mechanics (seed 002).
+"""Checks T1-T7, T9, T10, T12, T13 of spec 002 §3.15 on the Leaky ResNet mechanics (seed 002).
 
-The trained-network checks (T6-T8, T11) are in tests/nn/test_leaky_resnet.py and tests/experiments/.
+T6 and T7 (stationarity, a flat Hamiltonian) are checked on an exact critical point built by shooting; the
+trained-network checks (T8, T11 and T6-T7 after training) are in tests/nn/ and tests/experiments/.
 """
 
 import math
@@ -227,24 +228,83 @@ def test_leaky_forward_is_batched_over_leading_dimensions():
     torch.testing.assert_close(reps[1], lr.leaky_forward(2 * W, lr.equidistant_steps(5), A0, 2.0))
 
 
-def test_stationarity_residual_and_pairing_at_a_constructed_critical_point():
-    # With W_l := L~ B_l sigma(A_{l-1})^T the residual is 0 and Theorem 4 holds exactly with the pairing
-    # (A_{l-1}, B_l, dA_l) of spec 002 §3.12 (P4), while the same-index pairing does not.
-    W, rho, A0, _ = _network(62)
-    ltilde = 1.5
-    reps = lr.leaky_forward(W, rho, A0, ltilde)
-    B = _random(tuple(reps.shape), 63, 0.3)
-    W_star = lr.stationary_weights(reps, B, ltilde)
-    assert lr.stationarity_residual(W_star, reps, B, ltilde).max() < 1e-14
-    reps_star = lr.leaky_forward(W_star, rho, A0, ltilde)
-    # the forward pass changed A_l for l >= 1; rebuild the critical point layer by layer
-    for layer in range(W.shape[0]):
-        W_star[layer] = ltilde * B[layer + 1] @ lr.relu_features(reps_star[layer]).T
-        reps_star = lr.leaky_forward(W_star, rho, A0, ltilde)
-    diag = lr.layer_diagnostics(W_star, rho, reps_star, B, ltilde, gamma0=1e-3)
-    assert diag.stationarity.max() < 1e-12
-    assert diag.theorem4_residual.max() < 1e-10
-    assert (diag.eq3_gap <= diag.eq3_bound * (1 + 1e-10)).all()
+# ------------------------------------------------------ an exact critical point (T6, T7, T9, T10 ground truth)
+
+CRITICAL_DEPTHS = (8, 16, 32, 64)
+
+
+def _critical(L: int, w: int = 6, n: int = 10, ltilde: float = 2.0, lam: float = 0.05):
+    """An exact critical point of [E-DLOSS] shot from fixed (A_0, B_1), with its diagnostics."""
+    A0, B1 = _random((w, n), 70), _random((w, n), 71, 0.03)
+    rho = lr.equidistant_steps(L)
+    net = lr.shoot_critical_network(A0, B1, rho, ltilde, lam)
+    reps, B = lr.momenta_by_backprop(net.weights, rho, A0, ltilde, lambda A: ((net.target - A) ** 2).sum() / n,
+                                     lam)
+    return net, rho, reps, B, lr.layer_diagnostics(net.weights, rho, reps, B, ltilde, gamma0=1e-3)
+
+
+@pytest.fixture(scope="module")
+def critical_networks():
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield {L: _critical(L) for L in CRITICAL_DEPTHS}
+    torch.set_default_dtype(previous)
+
+
+def test_shot_network_is_a_critical_point_of_the_objective(critical_networks):
+    # T6 ground truth: the gradient of C + lambda/(2 L~) sum rho_l ||W_l||^2 vanishes, the backprop momenta are
+    # the shot ones, and the stationarity residual of spec 002 §3.12 is 0 up to rounding.
+    ltilde, lam = 2.0, 0.05
+    for net, rho, reps, B, diag in critical_networks.values():
+        torch.testing.assert_close(reps, net.reps, rtol=0, atol=1e-12)
+        torch.testing.assert_close(B[1:], net.momenta, rtol=0, atol=1e-12)
+        assert diag.stationarity.max() < 1e-10
+        W = net.weights.clone().requires_grad_(True)
+        data = ((net.target - lr.leaky_forward(W, rho, reps[0], ltilde)[-1]) ** 2).sum() / reps.shape[-1]
+        decay = lam / (2 * ltilde) * (rho * (W**2).sum((-1, -2))).sum()
+        (g_data,) = torch.autograd.grad(data, W)
+        (g_decay,) = torch.autograd.grad(decay, W)
+        assert torch.linalg.norm(g_data + g_decay) < 1e-10 * torch.linalg.norm(g_decay)
+
+
+def test_hamiltonian_is_flat_across_layers_of_a_critical_network(critical_networks):
+    # T7: with the (A_{l-1}, B_l) pairing, Theorem 4's identity is exact per layer and h_l = -2 H_l / L~ varies
+    # only by the first-order error of symplectic Euler (halving with rho), while COI and kappa vary by ~350.
+    spreads = []
+    for *_, diag in critical_networks.values():
+        assert diag.theorem4_residual.max() < 1e-10
+        spreads.append(float(diag.h.max() - diag.h.min()))
+        coi_spread = float(diag.coi_gamma.max() - diag.coi_gamma.min())
+        assert spreads[-1] < 1e-3 * coi_spread
+        assert float(diag.kappa.max() - diag.kappa.min()) > 100 * spreads[-1]
+    ratios = [a / b for a, b in zip(spreads, spreads[1:], strict=False)]
+    assert all(1.8 < r < 2.4 for r in ratios), ratios
+    assert spreads[-1] / abs(float(diag.h.median())) < 0.05
+
+
+def test_theorem4_bounds_hold_in_every_layer_of_a_critical_network(critical_networks):
+    # T9: Eq. (3) and the speed bound of Theorem 4 with c = ||B_l||, layer by layer.
+    for *_, diag in critical_networks.values():
+        assert (diag.eq3_gap <= diag.eq3_bound * (1 + 1e-10)).all()
+        assert (diag.speed_gap <= diag.speed_bound * (1 + 1e-10)).all()
+
+
+def test_balancedness_coefficient_of_a_critical_network_is_two_ltilde(critical_networks):
+    # T10 with erratum P5(f): ||W_l||^2 - ||W_{l-1}||^2 = c L~ rho_l ||b_l||^2 with c = 2 up to O(rho) (the
+    # paper writes c = 1). The first-order error cancels in the Richardson extrapolation 2 c(2L) - c(L).
+    ltilde = 2.0
+    coefficients = []
+    for net, rho, *_ in critical_networks.values():
+        increments, predicted = lr.discrete_balancedness(net.weights, rho, ltilde)
+        coefficients.append(2 * float(increments.sum() / predicted.sum()))
+    extrapolated = [2 * fine - coarse for coarse, fine in zip(coefficients, coefficients[1:], strict=False)]
+    assert all(abs(c - 2) < 1e-2 for c in extrapolated), (coefficients, extrapolated)
+    assert 1.9 < coefficients[-1] < 2.0
+
+
+def test_shooting_rejects_steps_with_rho_ltilde_at_least_one():
+    with pytest.raises(ValueError, match="rho_l L~"):
+        lr.shoot_critical_network(_random((3, 4), 1), _random((3, 4), 2), lr.equidistant_steps(2), 2.0, 0.1)
 
 
 def test_discrete_balancedness_increments():
@@ -333,6 +393,26 @@ def test_adaptive_rule_equalises_relative_step_distances():
     after, _ = cv(rho)
     assert before > 0.3 and after < before / 10
     assert rho.sum().item() == pytest.approx(1.0, abs=1e-12)
+
+
+def test_adaptive_ceiling_caps_steps_and_keeps_their_sum():
+    # pitfall P9: the cap rho_l <= c per member, the excess spread over the other layers, sum still 1; an
+    # uncapped step is left in the same proportion to the other uncapped ones.
+    reps = _random((2, 9, 3, 4), 95).cumsum(1)
+    rho = lr.equidistant_steps(8).expand(2, 8)
+    free = lr.adaptive_steps(rho, reps)
+    cap = torch.tensor([0.9, 0.9]) * free.max(-1).values
+    capped = lr.adaptive_steps(rho, reps, ceiling=cap)
+    torch.testing.assert_close(capped.sum(-1), torch.ones(2))
+    assert (capped <= cap[:, None] * (1 + 1e-12)).all()
+    assert torch.isclose(capped.max(-1).values, cap).all()
+    for k in range(2):
+        below = capped[k] < cap[k] * (1 - 1e-9)
+        ratio = capped[k][below] / free[k][below]
+        assert below.sum() >= 2
+        torch.testing.assert_close(ratio, ratio[0].expand_as(ratio))
+    with pytest.raises(ValueError, match="ceiling"):
+        lr.adaptive_steps(rho, reps, ceiling=0.1)
 
 
 # --------------------------------------------------------------------- diagnostics on a foreign network

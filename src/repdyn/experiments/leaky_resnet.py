@@ -23,8 +23,8 @@ from matplotlib.figure import Figure
 from repdyn.data.teacher import TEACHER_KINDS, bottleneck_teacher
 from repdyn.experiments.base import Analysis, Experiment, RunResult, RunSpec
 from repdyn.experiments.claims import ClaimSpec, Holds, InRange, Measured, at_least, at_most
-from repdyn.experiments.config import param
-from repdyn.nn.leaky_resnet import LeakyResNet, TrainingPlan, data_cost, fit
+from repdyn.experiments.config import ConfigError, param
+from repdyn.nn.leaky_resnet import INITS, LeakyResNet, TrainingPlan, data_cost, fit
 from repdyn.probes.rank import effective_rank
 from repdyn.theory import leaky_resnet as lr
 
@@ -41,7 +41,16 @@ def _plan(config) -> TrainingPlan:
     return TrainingPlan(config.adam_steps, config.adam_lr, config.gd_steps, config.gd_lr,
                         adam_lr_final=config.adam_lr_final,
                         adaptive_every=config.adaptive_every, adaptive_warmup=config.adaptive_warmup,
-                        adaptive_damping=config.adaptive_damping)
+                        adaptive_damping=config.adaptive_damping, max_rho_ltilde=config.max_rho_ltilde)
+
+
+def _check_steps(depths, ltildes, max_rho_ltilde: float) -> None:
+    """Reject a config whose steps cannot keep ``rho_l L~ <= max_rho_ltilde`` (pitfall P9) before any run."""
+    for depth in depths:
+        for lt in ltildes:
+            if depth * max_rho_ltilde <= lt:
+                raise ConfigError(f"depth={depth} with ltilde={lt:g} is not allowed: rho_l L~ <= max_rho_ltilde="
+                                  f"{max_rho_ltilde:g} needs L > {lt / max_rho_ltilde:g} layers")
 
 
 def _task(config):
@@ -106,9 +115,10 @@ class StructuresConfig:
     n_test: int = param(200, ge=1, help="test points (paper: 1000)")
     width: int = param(32, ge=2, help="w (paper: 200)")
     depth: int = param(12, ge=2, help="L (paper: 50)")
-    ltildes: tuple[float, ...] = param((1.0, 2.0, 4.0, 8.0), gt=0, help="effective depths L~ (one member each)")
+    ltildes: tuple[float, ...] = param((1.0, 2.0, 4.0, 6.0), gt=0, help="effective depths L~ (one member each)")
     lam: float = param(0.01, gt=0, help="lambda of the lambda/(2L~) weight decay (paper: 0.002)")
     init_scale: float = param(0.1, ge=0, help="s in V ~ N(0, 2 (L~ s)^2 / w) (spec 002 §4.2: s = 1)")
+    init: str = param("he", choices=INITS, help="he: He x L~ noise; identity: L~ [I, 0] + that noise (§4.2)")
     adam_steps: int = param(4000, ge=0, help="full-batch Adam steps (paper: 20000)")
     adam_lr: float = param(3e-3, gt=0)
     adam_lr_final: float = param(1e-5, gt=0, help="cosine decay of the Adam rate down to this value")
@@ -117,6 +127,7 @@ class StructuresConfig:
     adaptive_every: int = param(10, ge=1, help="steps between adaptive rho updates")
     adaptive_warmup: int = param(200, ge=0, help="steps before the first adaptive update")
     adaptive_damping: float = param(0.5, gt=0, le=1, help="rho <- (1-d) rho + d rho_new")
+    max_rho_ltilde: float = param(0.9, gt=0, le=1, help="cap on adaptive rho_l L~ (pitfall P9; paper: none)")
     gamma0: float = param(1e-3, gt=0, help="gamma_l = gamma0 lambda_max(K_l) (erratum P5(c))")
     dtype: str = param("float64", choices=("float64", "float32"), help="training dtype (analysis: float64)")
 
@@ -183,6 +194,9 @@ class Structures(Experiment):
                                     adam_lr_final=1e-4, gd_steps=10000, dtype="float32")
         return StructuresConfig()
 
+    def prepare(self, config: StructuresConfig) -> None:
+        _check_steps([config.depth], config.ltildes, config.max_rho_ltilde)
+
     def runs(self, config: StructuresConfig) -> list[RunSpec]:
         return [RunSpec("sweep", {"ltildes": list(config.ltildes)})]
 
@@ -192,7 +206,7 @@ class Structures(Experiment):
         dtype = getattr(torch, config.dtype)
         model = LeakyResNet.initialise(config.depth, config.width, config.dims[0], config.dims[-1], config.ltildes,
                                        lr.equidistant_steps(config.depth), generator,
-                                       init_scale=config.init_scale).to(device=device, dtype=dtype)
+                                       init_scale=config.init_scale, init=config.init).to(device=device, dtype=dtype)
         history = fit(model, task.x_train.to(device), task.y_train.to(device), config.lam, _plan(config),
                       adaptive=torch.ones(model.members, dtype=torch.bool, device=device))
         result: RunResult = {"history_step": history["step"], "history_objective": history["objective"],
@@ -335,14 +349,24 @@ def _structures_notes(config: StructuresConfig, r: RunResult, lts: np.ndarray) -
     if residual > 1e-2:
         lines.append("The networks are not at a critical point (median r_l above the 1e-2 target of spec 002 "
                      "T6): the Hamiltonian of Eq. (1) is conserved only where W_l = L~ B_l sigma(A_{l-1})^T, so "
-                     "h_l built from the backprop momenta B_l is not expected to be flat nor to estimate k*; "
-                     "failures of the h1/h2 Hamiltonian claims at this scale reflect under-training (spec 002 "
-                     "pitfall P7), not a test of the theory. The structural claims (min COI, weight ranks, "
-                     "non-negativity, timescales, adaptive steps) do not need exact stationarity.")
+                     "h_l built from the backprop momenta B_l is not expected to be flat nor to estimate k*, and "
+                     "the h1/h2 Hamiltonian claims are not a test of the theory here (pitfall P7). Training "
+                     "longer does not close the gap: a ReLU minimum sits on kinks of the activation, where the "
+                     "gradient does not vanish (examples/leaky_resnet_stationarity.py: damped Newton on the exact "
+                     "Hessian stalls at gradient norm ~6e-3 with the ReLU and reaches ~1e-15 with a softplus). "
+                     "At an exact critical point the same diagnostics give a flat h_l and Theorem 4 to rounding "
+                     "(tests/theory/test_leaky_resnet.py, shot critical networks). The structural claims (min "
+                     "COI, weight ranks, non-negativity, timescales, adaptive steps) do not need stationarity.")
     if config.lam != 0.002 or config.init_scale != 1.0:
         lines.append(f"Deviations from the paper/spec defaults: lambda = {config.lam:g} (paper 0.002) and init "
                      f"scale {config.init_scale:g} (spec 1); with {config.adam_steps} Adam steps the defaults "
                      "gave no bottleneck in a pilot (weight ranks ~40 in every layer, stationarity residual ~2).")
+    lines.append(f"Adaptive steps are capped at rho_l L~ <= {config.max_rho_ltilde:g} (pitfall P9; the paper "
+                 "has no cap).")
+    if max(config.ltildes) < 8:
+        lines.append("In pilots at this scale an L~ = 8 member with 12 or 16 layers either ran with rho_l L~ up to "
+                     "1.2 (uncapped) or collapsed to the trivial solution A_L -> 0 (capped; test error 9.96, the "
+                     "output variance): the signal decay of pitfall P10. The grid therefore stops at L~ = 6.")
     return " ".join(lines)
 
 
@@ -365,6 +389,7 @@ class DiscretisationConfig:
     irregular_a: float = param(0.5, ge=0, lt=1, help="a of the irregular steps (not given; spec CHOICE 0.5)")
     lam: float = param(0.01, gt=0, help="paper: 0.002")
     init_scale: float = param(0.1, ge=0, help="spec 002 §4.2: 1")
+    init: str = param("he", choices=INITS, help="he: He x L~ noise; identity: L~ [I, 0] + that noise (§4.2)")
     adam_steps: int = param(2000, ge=0)
     adam_lr: float = param(3e-3, gt=0)
     adam_lr_final: float = param(1e-5, gt=0)
@@ -373,6 +398,7 @@ class DiscretisationConfig:
     adaptive_every: int = param(10, ge=1)
     adaptive_warmup: int = param(200, ge=0)
     adaptive_damping: float = param(0.5, gt=0, le=1)
+    max_rho_ltilde: float = param(0.9, gt=0, le=1, help="cap on adaptive rho_l L~ (pitfall P9; paper: none)")
     dtype: str = param("float32", choices=("float64", "float32"))
 
 
@@ -413,6 +439,9 @@ class Discretisation(Experiment):
                                         gd_steps=10000)
         return DiscretisationConfig()
 
+    def prepare(self, config: DiscretisationConfig) -> None:
+        _check_steps(config.depths, [config.ltilde], config.max_rho_ltilde)
+
     def runs(self, config: DiscretisationConfig) -> list[RunSpec]:
         return [RunSpec(f"L={depth}", {"depth": depth}) for depth in config.depths]
 
@@ -425,7 +454,7 @@ class Discretisation(Experiment):
         rho = rho.repeat_interleave(config.seeds, dim=0)
         inits = [LeakyResNet.initialise(depth, config.width, config.dims[0], config.dims[-1], [config.ltilde],
                                         lr.equidistant_steps(depth), torch.Generator().manual_seed(seed * 1000 + i),
-                                        init_scale=config.init_scale) for i in range(config.seeds)]
+                                        init_scale=config.init_scale, init=config.init) for i in range(config.seeds)]
         model = LeakyResNet(torch.cat([m.weight.detach() for m in inits]).repeat(len(SCHEMES), 1, 1, 1), rho,
                             torch.full((rho.shape[0],), config.ltilde, dtype=torch.float64),
                             torch.cat([m.u_in for m in inits]).repeat(len(SCHEMES), 1, 1),

@@ -26,6 +26,9 @@ from repdyn.nn.divergence import check_finite
 from repdyn.nn.optim import StackedOptimizer
 from repdyn.theory.leaky_resnet import adaptive_steps, leaky_forward, momenta_by_backprop
 
+INITS = ("he", "identity")
+"""Initialisations of :meth:`LeakyResNet.initialise` (spec 002 §4.2)."""
+
 
 def _semi_orthogonal(k: int, rows: int, cols: int, generator: torch.Generator, dtype: torch.dtype) -> Tensor:
     """``k`` random ``rows x cols`` matrices with orthonormal columns (rows >= cols) or rows (QR of a Gaussian)."""
@@ -59,20 +62,28 @@ class LeakyResNet(torch.nn.Module):
 
     @classmethod
     def initialise(cls, depth: int, width: int, d_in: int, d_out: int, ltilde: Sequence[float], rho: Tensor,
-                   generator: torch.Generator, *, init_scale: float = 1.0,
+                   generator: torch.Generator, *, init_scale: float = 1.0, init: str = "he",
                    dtype: torch.dtype = torch.float64) -> LeakyResNet:
         """``K = len(ltilde)`` members with ``V_l ~ N(0, 2 (L~ s)^2 / w)``, zero bias (spec 002 §4.2 CHOICE
-        "He x L~", ``s = init_scale``) and random semi-orthogonal in/out maps; ``rho`` is ``(L,)`` or ``(K, L)``."""
+        "He x L~", ``s = init_scale``) and random semi-orthogonal in/out maps; ``rho`` is ``(L,)`` or ``(K, L)``.
+
+        ``init="identity"`` adds ``L~ [I_w, 0]`` (spec 002 §4.2 alternative): each layer then keeps the positive
+        part of the representation, which avoids the ``exp(-L~)`` signal decay of pitfall P10 at large ``L~``.
+        """
         if width < max(d_in, d_out):
             raise ValueError(f"width={width} is not allowed: must be >= d_in={d_in} and d_out={d_out}")
         if init_scale < 0:
             raise ValueError(f"init_scale={init_scale!r} is not allowed: must be >= 0")
+        if init not in INITS:
+            raise ValueError(f"init={init!r} is not allowed: choose one of {', '.join(INITS)}")
         lt = torch.as_tensor(list(ltilde), dtype=dtype)
         k = lt.shape[0]
         std = (2.0 / width) ** 0.5 * init_scale * lt
         weights = torch.zeros(k, depth, width, width + 1, dtype=dtype)
         weights[..., :width] = std[:, None, None, None] * torch.randn(k, depth, width, width, generator=generator,
                                                                       dtype=dtype)
+        if init == "identity":
+            weights[..., :width] += lt[:, None, None, None] * torch.eye(width, dtype=dtype)
         rho = rho.to(dtype).expand(k, depth).clone()
         u_in = _semi_orthogonal(k, width, d_in, generator, dtype)
         u_out = _semi_orthogonal(k, d_out, width, generator, dtype)
@@ -127,6 +138,8 @@ class TrainingPlan:
 
     The adaptive rule (spec 002 §3.14) runs every ``adaptive_every`` steps after ``adaptive_warmup`` steps, in
     both phases, for the members flagged adaptive; ``damping`` and ``floor`` are spec 002 CHOICEs.
+    ``max_rho_ltilde`` caps the adaptive steps at ``max_rho_ltilde / L~`` (pitfall P9: ``rho_l L~ < 1`` keeps
+    the prefactor ``1 - rho_l L~`` positive; the paper's rule has no cap).
     """
 
     adam_steps: int
@@ -138,6 +151,7 @@ class TrainingPlan:
     adaptive_warmup: int = 200
     adaptive_damping: float = 0.5
     adaptive_floor: float = 1e-3
+    max_rho_ltilde: float | None = None
     record_every: int = 100
 
     def __post_init__(self) -> None:
@@ -147,6 +161,8 @@ class TrainingPlan:
         for name in ("adam_lr", "gd_lr", "adam_lr_final"):
             if getattr(self, name) is not None and not getattr(self, name) > 0:
                 raise ValueError(f"{name}={getattr(self, name)!r} is not allowed: must be > 0")
+        if self.max_rho_ltilde is not None and not 0 < self.max_rho_ltilde <= 1:
+            raise ValueError(f"max_rho_ltilde={self.max_rho_ltilde!r} is not allowed: must be in (0, 1]")
         if self.adaptive_every < 1 or self.record_every < 1:
             raise ValueError("adaptive_every and record_every must be >= 1")
 
@@ -167,6 +183,7 @@ def fit(model: LeakyResNet, x: Tensor, y: Tensor, lam: float, plan: TrainingPlan
     history: dict[str, list] = {"step": [], "objective": [], "data_cost": [], "max_rho_ltilde": []}
     ones = torch.ones(model.members, dtype=model.weight.dtype)
     phases = [("adam", plan.adam_steps, plan.adam_lr), ("gd", plan.gd_steps, plan.gd_lr)]
+    ceiling = None if plan.max_rho_ltilde is None else plan.max_rho_ltilde / model.ltilde
     step = 0
     for kind, steps, lr in phases:
         optimiser = StackedOptimizer([model.weight], lr * ones, kind)
@@ -187,8 +204,8 @@ def fit(model: LeakyResNet, x: Tensor, y: Tensor, lam: float, plan: TrainingPlan
                 history["max_rho_ltilde"].append((model.rho.max(-1).values * model.ltilde).numpy().copy())
             if adaptive.any() and step >= plan.adaptive_warmup and step % plan.adaptive_every == 0:
                 with torch.no_grad():
-                    new = adaptive_steps(model.rho, reps.detach(), plan.adaptive_damping,
-                                         floor=plan.adaptive_floor)
+                    new = adaptive_steps(model.rho, reps.detach(), plan.adaptive_damping, floor=plan.adaptive_floor,
+                                         ceiling=ceiling)
                     model.rho.copy_(torch.where(adaptive[:, None], new, model.rho))
             step += 1
     return {name: np.asarray(values) for name, values in history.items()}

@@ -251,12 +251,15 @@ def _as_batch(value: Tensor | float, like: Tensor) -> Tensor:
     return torch.as_tensor(value, dtype=like.dtype, device=like.device)
 
 
-def leaky_forward(weights: Tensor, rho: Tensor, A0: Tensor, ltilde: Tensor | float) -> Tensor:
+def leaky_forward(weights: Tensor, rho: Tensor, A0: Tensor, ltilde: Tensor | float,
+                  activation: Callable[[Tensor], Tensor] = torch.relu) -> Tensor:
     """Representations ``A_0..A_L`` of the discretised Leaky ResNet [E-DISC] (seed 002 §4, spec 002 §3.4).
 
     ``A_l = (1 - rho_l L~) A_{l-1} + rho_l W_l sigma(A_{l-1})``. Shapes: ``weights (..., L, w, w+1)``,
     ``rho (..., L)``, ``A0 (..., w, N)``, ``ltilde`` a float or a tensor over the leading dimensions.
-    Returns ``(..., L+1, w, N)``.
+    Returns ``(..., L+1, w, N)``. ``activation`` replaces the ReLU of ``sigma`` (the bias row stays 1); the
+    theory of seed 002 is for the ReLU, other activations serve comparisons such as
+    ``examples/leaky_resnet_stationarity.py``.
     """
     if weights.shape[-1] != weights.shape[-2] + 1:
         raise ValueError(f"weights have shape {tuple(weights.shape)}: expected (..., L, w, w+1)")
@@ -268,7 +271,7 @@ def leaky_forward(weights: Tensor, rho: Tensor, A0: Tensor, ltilde: Tensor | flo
     reps = [A]
     for layer in range(weights.shape[-3]):
         step = rho[..., layer, None, None]
-        A = (1 - step * lt) * A + step * (V[..., layer, :, :] @ torch.relu(A) + b[..., layer, :, :])
+        A = (1 - step * lt) * A + step * (V[..., layer, :, :] @ activation(A) + b[..., layer, :, :])
         reps.append(A)
     return torch.stack(reps, dim=-3)
 
@@ -314,6 +317,65 @@ def stationarity_residual(weights: Tensor, reps: Tensor, momenta: Tensor, ltilde
     """``r_l = ||W_l - L~ B_l sigma(A_{l-1})^T||_F / ||W_l||_F`` (spec 002 §3.12): 0 at a critical point."""
     gap = torch.linalg.norm(weights - stationary_weights(reps, momenta, ltilde), dim=(-2, -1))
     return gap / torch.linalg.norm(weights, dim=(-2, -1))
+
+
+@dataclass(frozen=True)
+class CriticalNetwork:
+    """An exact critical point of [E-DLOSS] built by :func:`shoot_critical_network` (identity in/out maps)."""
+
+    weights: Tensor   # (L, w, w+1)
+    reps: Tensor      # A_0..A_L, (L+1, w, N)
+    momenta: Tensor   # B_1..B_L of the critical point, (L, w, N)
+    target: Tensor    # Y (w x N) for which the network is critical
+
+
+def _next_momentum(B: Tensor, A: Tensor, step: Tensor, ltilde: float, tol: float, max_iter: int) -> Tensor:
+    """Solve ``B = (1 - rho L~) B' + rho L~ 1[A > 0] * ([A]_+ B'^T B')`` for ``B'`` by Newton's method.
+
+    This is the backward step of spec 002 §3.12 with the stationary ``V' = L~ B' [A]_+^T`` substituted.
+    """
+    active, relu = (A > 0).to(A.dtype), torch.relu(A)
+
+    def residual(Bn: Tensor) -> Tensor:
+        return (1 - step * ltilde) * Bn + step * ltilde * active * (relu @ (Bn.T @ Bn)) - B
+
+    Bn = B / (1 - step * ltilde)
+    for _ in range(max_iter):
+        r = residual(Bn)
+        if torch.linalg.norm(r) <= tol * torch.linalg.norm(B):
+            return Bn
+        jac = torch.func.jacrev(residual)(Bn).reshape(r.numel(), Bn.numel())
+        Bn = Bn - torch.linalg.solve(jac, r.flatten()).reshape(Bn.shape)
+    raise ValueError(f"the backward step did not converge in {max_iter} Newton iterations: use a smaller step "
+                     "rho L~ or a smaller initial momentum")
+
+
+def shoot_critical_network(A0: Tensor, B1: Tensor, rho: Tensor, ltilde: float, lam: float,
+                           tol: float = 1e-13, max_iter: int = 50) -> CriticalNetwork:
+    """Build a discrete Leaky ResNet that is an exact critical point of [E-DLOSS] (spec 002 §3.4, §3.12).
+
+    Shooting from ``(A_0, B_1)``: ``W_l = L~ B_l sigma(A_{l-1})^T`` (stationarity), ``A_l`` by [E-DISC], and
+    ``B_{l+1}`` solves the adjoint step with those stationary weights; the target ``Y = A_L + lambda N B_L / 2``
+    makes ``B_L = 2 (Y - A_L) / (lambda N)`` the output momentum of ``C = ||Y - A_L||_F^2 / N``. Every
+    stationarity residual of the result is 0 up to rounding, so it serves as ground truth for the diagnostics
+    (T6, T7, T9, T10 of spec 002 §3.15) that a trained ReLU network can only approach.
+    """
+    _check_positive("ltilde", ltilde)
+    _check_positive("lam", lam)
+    if bool((rho * ltilde >= 1).any()):
+        raise ValueError(f"max rho_l L~ = {float((rho * ltilde).max()):.3g} is not allowed: must be < 1")
+    A, B = A0, B1
+    reps, momenta, weights = [A0], [B1], []
+    for layer in range(rho.shape[0]):
+        W = ltilde * B @ relu_features(A).T
+        A = (1 - rho[layer] * ltilde) * A + rho[layer] * W @ relu_features(A)
+        weights.append(W)
+        reps.append(A)
+        if layer + 1 < rho.shape[0]:
+            B = _next_momentum(B, A, rho[layer + 1], ltilde, tol, max_iter)
+            momenta.append(B)
+    target = A + 0.5 * lam * A0.shape[-1] * B
+    return CriticalNetwork(torch.stack(weights), torch.stack(reps), torch.stack(momenta), target)
 
 
 def layer_velocities(reps: Tensor, rho: Tensor) -> Tensor:
@@ -443,11 +505,13 @@ def irregular_steps(L: int, a: float = 0.5, symmetric: bool = False,
 
 
 def adaptive_steps(rho: Tensor, reps: Tensor, damping: float = 1.0, eps: float = 1e-12,
-                   floor: float = 0.0) -> Tensor:
+                   floor: float = 0.0, ceiling: Tensor | float | None = None) -> Tensor:
     """One update of the adaptive rule of seed 002 §4 (spec 002 §3.14):
 
     ``rho_l <- c_l / sum_k c_k`` with ``c_l = rho_l ||A_l|| / ||A_l - A_{l-1}||``, mixed as
     ``(1 - damping) rho + damping rho_new``, floored at ``floor / L`` (spec 002 CHOICEs) and renormalised.
+    ``ceiling`` (a float, or a tensor over the leading dimensions) caps every step, the excess going to the
+    other layers in proportion to their steps; ``ceiling = 0.9 / L~`` keeps ``rho_l L~ < 1`` (pitfall P9).
     Batched over leading dimensions: ``rho (..., L)``, ``reps (..., L+1, w, N)``.
     """
     if not 0 < damping <= 1:
@@ -457,7 +521,21 @@ def adaptive_steps(rho: Tensor, reps: Tensor, damping: float = 1.0, eps: float =
     c = rho * torch.linalg.norm(reps[..., 1:, :, :], dim=(-2, -1)) / (diffs + eps)
     new = c / c.sum(-1, keepdim=True)
     mixed = ((1 - damping) * rho + damping * new).clamp_min(floor / L)
-    return mixed / mixed.sum(-1, keepdim=True)
+    mixed = mixed / mixed.sum(-1, keepdim=True)
+    if ceiling is None:
+        return mixed
+    cap = torch.as_tensor(ceiling, dtype=rho.dtype, device=rho.device)[..., None].expand_as(mixed)
+    if bool((cap * L <= 1).any()):
+        raise ValueError(f"ceiling={ceiling!r} is not allowed: L * ceiling must exceed 1 (L = {L})")
+    for _ in range(L):  # each pass fixes at least one more capped layer
+        capped = mixed >= cap
+        free = torch.where(capped, torch.zeros_like(mixed), mixed)
+        left = 1 - torch.where(capped, cap, torch.zeros_like(cap)).sum(-1, keepdim=True)
+        scale = left / free.sum(-1, keepdim=True)
+        mixed = torch.where(capped, cap, mixed * scale)
+        if not bool((mixed > cap).any()):
+            break
+    return mixed
 
 
 def step_scheme(name: str, L: int, a: float = 0.5, dtype: torch.dtype = torch.float64) -> Tensor:
