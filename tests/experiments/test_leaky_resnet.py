@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from repdyn.experiments.base import SCALES
-from repdyn.experiments.config import validate
+from repdyn.experiments.config import ConfigError, validate
 from repdyn.experiments.leaky_resnet import EXPERIMENTS
 from repdyn.theory import leaky_resnet as lr
 
@@ -26,6 +26,7 @@ def test_configs_are_valid_at_every_scale(exp):
     for scale in SCALES:
         cfg = exp.config(scale)
         validate(cfg)
+        assert exp.prepare(cfg) is None
         labels = [r.label for r in exp.runs(cfg)]
         assert len(labels) == len(set(labels))
     assert exp.name.startswith("leaky_resnet.")
@@ -70,3 +71,15 @@ def test_discretisation_pairs_initialisations_across_schemes():
     np.testing.assert_allclose(r["test_error"][0], r["test_error"][2], rtol=1e-6)
     np.testing.assert_allclose(r["rho"][1, 0], lr.irregular_steps(4, cfg.irregular_a).numpy(), rtol=1e-6)
     assert torch.tensor(r["test_error"]).isfinite().all()
+
+
+@pytest.mark.parametrize("exp", EXPERIMENTS, ids=lambda e: e.name)
+def test_too_few_layers_for_the_rho_ltilde_cap_are_rejected_before_running(exp):
+    # pitfall P9: rho_l L~ <= max_rho_ltilde needs L > L~ / max_rho_ltilde layers
+    cfg = exp.config("smoke")
+    field = "depth" if hasattr(cfg, "depth") else "depths"
+    bad = dataclasses.replace(cfg, **{field: 3 if field == "depth" else (3, 6)}, max_rho_ltilde=0.9)
+    ltilde = max(cfg.ltildes) if hasattr(cfg, "ltildes") else cfg.ltilde
+    assert ltilde / 0.9 > 3
+    with pytest.raises(ConfigError, match="depth=3"):
+        exp.prepare(bad)
