@@ -121,6 +121,31 @@ def test_eq2_energy_decomposition_with_full_rank_kernel():
     torch.testing.assert_close(lr.hamiltonian_vector_field(A, B, ltilde)[0], dA, rtol=1e-9, atol=1e-9)
 
 
+def test_lagrangian_decomposes_and_is_the_min_norm_weight_cost():
+    # [E-DECOMP]: L = COI term + middle + kinetic; [E-WMIN]: L = ||W||^2 / (2 L~) for the min-norm W with
+    # W sigma(A) = L~ A + dA; and H of Eq. (1) is its Legendre transform, H = <B, dA> - L with B = dL/d(dA).
+    A, dA, ltilde = _random((7, 6), 13), _random((7, 6), 14), 2.5
+    terms = lr.lagrangian_terms(A, dA, ltilde)
+    total = terms["coi_term"] + terms["middle"] + terms["kinetic"]
+    assert total.item() == pytest.approx(terms["lagrangian"].item(), rel=1e-10)
+    S = lr.relu_features(A)
+    W = torch.linalg.lstsq(S.T, (ltilde * A + dA).T, driver="gelsd").solution.T
+    torch.testing.assert_close(W @ S, ltilde * A + dA)
+    assert terms["lagrangian"].item() == pytest.approx(((W**2).sum() / (2 * ltilde)).item(), rel=1e-9)
+    velocity = dA.clone().requires_grad_(True)
+    lagrangian = lr.kernel_norm_sq(ltilde * A + velocity, lr.kernel(A)) / (2 * ltilde)
+    (B,) = torch.autograd.grad(lagrangian, velocity)
+    torch.testing.assert_close(B, lr.minimal_norm_momentum(A, dA, ltilde))
+    legendre = (B * dA).sum() - lagrangian.detach()
+    assert lr.hamiltonian(A, B, ltilde).item() == pytest.approx(legendre.item(), rel=1e-10)
+
+
+def test_lagrangian_is_infinite_when_the_velocity_leaves_the_feature_row_space():
+    A = _random((3, 8), 15)
+    terms = lr.lagrangian_terms(A, _random((3, 8), 16), 1.0)
+    assert torch.isinf(terms["lagrangian"]) and torch.isinf(terms["kinetic"])
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_theorem4_bounds_eq3_and_speed(seed):
     # T9: Eq. (3) and the speed bound of Theorem 4 for random A, B with dA := L~ (B K - A).
@@ -280,6 +305,19 @@ def test_hamiltonian_is_flat_across_layers_of_a_critical_network(critical_networ
     ratios = [a / b for a, b in zip(spreads, spreads[1:], strict=False)]
     assert all(1.8 < r < 2.4 for r in ratios), ratios
     assert spreads[-1] / abs(float(diag.h.median())) < 0.05
+
+
+def test_weight_decay_of_a_critical_network_is_lambda_times_its_discrete_action(critical_networks):
+    # [E-LAG]: at a critical point each W_l = L~ B_l sigma(A_{l-1})^T is the min-norm weight for its velocity, so
+    # lambda/(2 L~) sum rho_l ||W_l||^2 = lambda sum rho_l L(A_{l-1}, dA_l) with the exact K-norm (K singular here).
+    ltilde, lam = 2.0, 0.05
+    net, rho, reps, *_ = critical_networks[16]
+    decay = lam / (2 * ltilde) * (rho * (net.weights**2).sum((-1, -2))).sum()
+    velocities = lr.layer_velocities(reps, rho)
+    action = sum(rho[k] * lr.lagrangian_terms(reps[k], velocities[k], ltilde)["lagrangian"]
+                 for k in range(rho.shape[0]))
+    assert torch.linalg.matrix_rank(lr.kernel(reps[0])) < reps.shape[-1]
+    assert (lam * action).item() == pytest.approx(decay.item(), rel=1e-8)
 
 
 def test_theorem4_bounds_hold_in_every_layer_of_a_critical_network(critical_networks):

@@ -89,16 +89,22 @@ def cost_of_identity(A: Tensor, gamma: Tensor | float = 0.0, bias: bool = True,
     ``bias=False`` uses ``K~ = [A]_+^T [A]_+`` (COI without bias).
     """
     if not isinstance(gamma, Tensor) and gamma == 0:
-        S = relu_features(A, bias)
-        _, s, Vh = torch.linalg.svd(S, full_matrices=False)
-        keep = s > rtol * s.max()
-        V = Vh[keep].T
-        projected = A @ V
-        leftover = torch.linalg.norm(A - projected @ V.T) / torch.linalg.norm(A).clamp_min(1e-300)
-        if leftover > rtol**0.5:
-            return torch.tensor(float("inf"), dtype=A.dtype)
-        return ((projected / s[keep]) ** 2).sum()
+        return exact_kernel_norm_sq(A, relu_features(A, bias), rtol)
     return kernel_norm_sq(A, kernel(A, bias), gamma)
+
+
+def exact_kernel_norm_sq(M: Tensor, S: Tensor, rtol: float = 1e-10) -> Tensor:
+    """``||M||^2_K = ||M S^+||_F^2`` with ``K = S^T S``, exactly (spec 002 §2): ``+inf`` when the rows of ``M``
+    are not in the row space of ``S`` (relative residual above ``sqrt(rtol)``), else ``||M V_r diag(1/s_r)||^2``
+    on the singular values ``s_r > rtol s_max`` of ``S``. For exact algebraic checks only (not batched)."""
+    _, s, Vh = torch.linalg.svd(S, full_matrices=False)
+    keep = s > rtol * s.max()
+    V = Vh[keep].T
+    projected = M @ V
+    leftover = torch.linalg.norm(M - projected @ V.T) / torch.linalg.norm(M).clamp_min(1e-300)
+    if leftover > rtol**0.5:
+        return torch.tensor(float("inf"), dtype=M.dtype)
+    return ((projected / s[keep]) ** 2).sum()
 
 
 # ------------------------------------------------------------------------------------- continuous mechanics
@@ -144,6 +150,22 @@ def rk4_path(A0: Tensor, B0: Tensor, ltilde: float, steps: int) -> tuple[Tensor,
         As.append(A)
         Bs.append(B)
     return torch.stack(As), torch.stack(Bs)
+
+
+def lagrangian_terms(A: Tensor, velocity: Tensor, ltilde: float, rtol: float = 1e-10) -> dict[str, Tensor]:
+    """The Lagrangian per unit lambda of seed 002 §2.2 and its decomposition [E-DECOMP] (exact K-norms).
+
+    ``lagrangian`` = ``||L~ A + dA||^2_K / (2 L~)`` = ``||W||_F^2 / (2 L~)`` for the min-norm weight
+    ``W = (L~ A + dA) sigma(A)^+`` of [E-WMIN]; ``coi_term`` = ``L~/2 ||A||^2_K``, ``middle`` =
+    ``<dA, A>_K``, ``kinetic`` = ``||dA||^2_K / (2 L~)``. A term is ``+inf`` when its rows leave the row
+    space of ``sigma(A)`` (the infinite-and-cancelling case of the paper's remark; use the gamma versions).
+    """
+    S = relu_features(A)
+    lagrangian = exact_kernel_norm_sq(ltilde * A + velocity, S, rtol) / (2 * ltilde)
+    coi, speed_sq = exact_kernel_norm_sq(A, S, rtol), exact_kernel_norm_sq(velocity, S, rtol)
+    cross = exact_kernel_norm_sq(A + velocity, S, rtol)
+    return {"lagrangian": lagrangian, "coi_term": ltilde / 2 * coi, "middle": (cross - coi - speed_sq) / 2,
+            "kinetic": speed_sq / (2 * ltilde)}
 
 
 def minimal_norm_momentum(A: Tensor, velocity: Tensor, ltilde: float) -> Tensor:
