@@ -37,7 +37,7 @@ MIDDLE = (0.3, 0.7)
 """Layers with p_l in this range form the bottleneck region of spec 002 §3.13."""
 
 
-def _plan(config) -> TrainingPlan:
+def _plan(config: TeacherRunConfig) -> TrainingPlan:
     return TrainingPlan(config.adam_steps, config.adam_lr, config.gd_steps, config.gd_lr,
                         adam_lr_final=config.adam_lr_final,
                         adaptive_every=config.adaptive_every, adaptive_warmup=config.adaptive_warmup,
@@ -53,7 +53,7 @@ def _check_steps(depths, ltildes, max_rho_ltilde: float) -> None:
                                   f"{max_rho_ltilde:g} needs L > {lt / max_rho_ltilde:g} layers")
 
 
-def _task(config):
+def _task(config: TeacherRunConfig):
     """The teacher task, fixed by ``config.task_seed`` so that every run of a sweep sees the same data."""
     generator = torch.Generator().manual_seed(config.task_seed)
     return bottleneck_teacher(config.dims, config.n_train, config.n_test, generator, kind=config.teacher,
@@ -106,7 +106,9 @@ def _spread(values: np.ndarray) -> float:
 # ---------------------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class StructuresConfig:
+class TeacherRunConfig:
+    """Settings shared by the seed-002 experiments: the teacher task, the student and its training plan."""
+
     dims: tuple[int, ...] = param((10, 3, 10), ge=1, help="teacher dimensions d_in, k_1, ..., d_out (k* = min)")
     teacher: str = param("fcnn", choices=TEACHER_KINDS, help="teacher blocks (task A of seed 002: fcnn)")
     teacher_hidden: int = param(32, ge=1, help="hidden width of the teacher blocks")
@@ -114,8 +116,6 @@ class StructuresConfig:
     n_train: int = param(200, ge=2, help="training points (paper: 1000)")
     n_test: int = param(200, ge=1, help="test points (paper: 1000)")
     width: int = param(32, ge=2, help="w (paper: 200)")
-    depth: int = param(12, ge=2, help="L (paper: 50)")
-    ltildes: tuple[float, ...] = param((1.0, 2.0, 4.0, 6.0), gt=0, help="effective depths L~ (one member each)")
     lam: float = param(0.01, gt=0, help="lambda of the lambda/(2L~) weight decay (paper: 0.002)")
     init_scale: float = param(0.1, ge=0, help="s in V ~ N(0, 2 (L~ s)^2 / w) (spec 002 §4.2: s = 1)")
     init: str = param("he", choices=INITS, help="he: He x L~ noise; identity: L~ [I, 0] + that noise (§4.2)")
@@ -128,8 +128,14 @@ class StructuresConfig:
     adaptive_warmup: int = param(200, ge=0, help="steps before the first adaptive update")
     adaptive_damping: float = param(0.5, gt=0, le=1, help="rho <- (1-d) rho + d rho_new")
     max_rho_ltilde: float = param(0.9, gt=0, le=1, help="cap on adaptive rho_l L~ (pitfall P9; paper: none)")
-    gamma0: float = param(1e-3, gt=0, help="gamma_l = gamma0 lambda_max(K_l) (erratum P5(c))")
     dtype: str = param("float64", choices=("float64", "float32"), help="training dtype (analysis: float64)")
+
+
+@dataclass(frozen=True)
+class StructuresConfig(TeacherRunConfig):
+    depth: int = param(12, ge=2, help="L (paper: 50)")
+    ltildes: tuple[float, ...] = param((1.0, 2.0, 4.0, 6.0), gt=0, help="effective depths L~ (one member each)")
+    gamma0: float = param(1e-3, gt=0, help="gamma_l = gamma0 lambda_max(K_l) (erratum P5(c))")
 
 
 class Structures(Experiment):
@@ -375,31 +381,15 @@ def _structures_notes(config: StructuresConfig, r: RunResult, lts: np.ndarray) -
 # ---------------------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class DiscretisationConfig:
+class DiscretisationConfig(TeacherRunConfig):
     dims: tuple[int, ...] = param((10, 4, 2, 10), ge=1, help="teacher dimensions (task B of seed 002: 30,6,3,30)")
     teacher: str = param("resnet", choices=TEACHER_KINDS, help="teacher blocks (task B: resnet)")
-    teacher_hidden: int = param(32, ge=1, help="hidden width of the teacher blocks")
-    task_seed: int = param(0, ge=0, help="seed of the teacher and its data, shared by every L")
-    n_train: int = param(200, ge=2)
-    n_test: int = param(200, ge=1)
-    width: int = param(32, ge=2)
+    adam_steps: int = param(2000, ge=0, help="full-batch Adam steps (paper: 20000)")
+    dtype: str = param("float32", choices=("float64", "float32"), help="training dtype")
     depths: tuple[int, ...] = param((4, 8, 12, 16), ge=2, help="numbers of layers L (paper: 4 to 22)")
     ltilde: float = param(3.0, gt=0, help="effective depth (paper: 3)")
     seeds: int = param(3, ge=1, help="initialisations per (L, scheme); paired across schemes")
     irregular_a: float = param(0.5, ge=0, lt=1, help="a of the irregular steps (not given; spec CHOICE 0.5)")
-    lam: float = param(0.01, gt=0, help="paper: 0.002")
-    init_scale: float = param(0.1, ge=0, help="spec 002 §4.2: 1")
-    init: str = param("he", choices=INITS, help="he: He x L~ noise; identity: L~ [I, 0] + that noise (§4.2)")
-    adam_steps: int = param(2000, ge=0)
-    adam_lr: float = param(3e-3, gt=0)
-    adam_lr_final: float = param(1e-5, gt=0)
-    gd_steps: int = param(0, ge=0)
-    gd_lr: float = param(1e-4, gt=0)
-    adaptive_every: int = param(10, ge=1)
-    adaptive_warmup: int = param(200, ge=0)
-    adaptive_damping: float = param(0.5, gt=0, le=1)
-    max_rho_ltilde: float = param(0.9, gt=0, le=1, help="cap on adaptive rho_l L~ (pitfall P9; paper: none)")
-    dtype: str = param("float32", choices=("float64", "float32"))
 
 
 class Discretisation(Experiment):

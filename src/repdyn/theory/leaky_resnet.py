@@ -96,15 +96,16 @@ def cost_of_identity(A: Tensor, gamma: Tensor | float = 0.0, bias: bool = True,
 def exact_kernel_norm_sq(M: Tensor, S: Tensor, rtol: float = 1e-10) -> Tensor:
     """``||M||^2_K = ||M S^+||_F^2`` with ``K = S^T S``, exactly (spec 002 §2): ``+inf`` when the rows of ``M``
     are not in the row space of ``S`` (relative residual above ``sqrt(rtol)``), else ``||M V_r diag(1/s_r)||^2``
-    on the singular values ``s_r > rtol s_max`` of ``S``. For exact algebraic checks only (not batched)."""
+    on the singular values ``s_r > rtol s_max`` of ``S``. For exact algebraic checks only. ``M`` may stack
+    several matrices over leading dimensions (one SVD of the single ``S`` serves them all)."""
     _, s, Vh = torch.linalg.svd(S, full_matrices=False)
     keep = s > rtol * s.max()
     V = Vh[keep].T
     projected = M @ V
-    leftover = torch.linalg.norm(M - projected @ V.T) / torch.linalg.norm(M).clamp_min(1e-300)
-    if leftover > rtol**0.5:
-        return torch.tensor(float("inf"), dtype=M.dtype)
-    return ((projected / s[keep]) ** 2).sum()
+    leftover = (torch.linalg.norm(M - projected @ V.T, dim=(-2, -1))
+                / torch.linalg.norm(M, dim=(-2, -1)).clamp_min(1e-300))
+    norm_sq = ((projected / s[keep]) ** 2).sum((-2, -1))
+    return torch.where(leftover > rtol**0.5, torch.full_like(norm_sq, float("inf")), norm_sq)
 
 
 # ------------------------------------------------------------------------------------- continuous mechanics
@@ -160,11 +161,9 @@ def lagrangian_terms(A: Tensor, velocity: Tensor, ltilde: float, rtol: float = 1
     ``<dA, A>_K``, ``kinetic`` = ``||dA||^2_K / (2 L~)``. A term is ``+inf`` when its rows leave the row
     space of ``sigma(A)`` (the infinite-and-cancelling case of the paper's remark; use the gamma versions).
     """
-    S = relu_features(A)
-    lagrangian = exact_kernel_norm_sq(ltilde * A + velocity, S, rtol) / (2 * ltilde)
-    coi, speed_sq = exact_kernel_norm_sq(A, S, rtol), exact_kernel_norm_sq(velocity, S, rtol)
-    cross = exact_kernel_norm_sq(A + velocity, S, rtol)
-    return {"lagrangian": lagrangian, "coi_term": ltilde / 2 * coi, "middle": (cross - coi - speed_sq) / 2,
+    stacked = torch.stack([ltilde * A + velocity, A, velocity, A + velocity])
+    full, coi, speed_sq, cross = exact_kernel_norm_sq(stacked, relu_features(A), rtol)
+    return {"lagrangian": full / (2 * ltilde), "coi_term": ltilde / 2 * coi, "middle": (cross - coi - speed_sq) / 2,
             "kinetic": speed_sq / (2 * ltilde)}
 
 
