@@ -83,7 +83,7 @@ def block_mask(labels: np.ndarray) -> np.ndarray:
 class DigitsStructure(Experiment):
     name = "effective_theory.digits"
     title = "Digits: 0/1 pair trajectories and the final distance structure"
-    seed = "000"
+    paper = "000"
     source = "Figs. 4, 9, Eq. 10, Eq. 50"
     Config = DigitsConfig
     claims = (
