@@ -2,12 +2,15 @@
 
 The output folder holds ``manifest.json`` (what was asked for), ``runs/`` (the result store) and, after
 :func:`repdyn.report.render.write_report`, the report. ``repdyn report DIR`` re-analyses from ``runs/`` alone.
+Every stored run is verified against its checksum before it is skipped or analysed; a corrupt one is quarantined
+and recomputed (:func:`stored_run`).
 """
 
 from __future__ import annotations
 
 import io
 import json
+import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,7 +26,7 @@ from repdyn.runtime import registry
 from repdyn.runtime.atomic import atomic_write_text
 from repdyn.runtime.executors import check_executor, run_tasks, threads_per_job
 from repdyn.runtime.store import ResultStore, StoredRun, derive_seed, run_key
-from repdyn.runtime.tasks import Task
+from repdyn.runtime.tasks import Task, execute_task
 
 MANIFEST = "manifest.json"
 
@@ -163,8 +166,8 @@ def execute(plan_: Plan, *, jobs: int = 1, cluster: str | None = None, force: bo
     tasks = tasks_for(plan_, jobs)
     if force:
         for task in tasks:
-            store.path(task.experiment, task.key).unlink(missing_ok=True)
-    todo = [t for t in tasks if not store.has(t.experiment, t.key)]
+            store.remove(task.experiment, task.key)
+    todo = [t for t in tasks if store.verified(t.experiment, t.key) is None]
     on_start(len(tasks), len(todo))
     run_tasks(todo, jobs=jobs, cluster=cluster, on_done=on_done)
 
@@ -175,9 +178,27 @@ def figure_png(figure: Any) -> bytes:
     return buffer.getvalue()
 
 
-def analyse(plan_: Plan) -> list[ExperimentOutcome]:
-    """Analyse stored results. Claims that depend on a diverged run fail with that reason."""
+def stored_run(plan_: Plan, task: Task, *, recompute: bool = True) -> StoredRun:
+    """A task's stored run, verified against its checksum. One that vanished or is corrupt (then quarantined) is
+    recomputed here when ``recompute``; otherwise ConfigError names it."""
     store = plan_.store
+    present = store.has(task.experiment, task.key)
+    run = store.verified(task.experiment, task.key)
+    if run is None and recompute:
+        if not present:
+            logging.getLogger("repdyn").warning("warning: stored run %s is missing; recomputing it",
+                                                store.path(task.experiment, task.key))
+        execute_task(task)
+        run = store.verified(task.experiment, task.key)
+    if run is None:
+        raise ConfigError(f"{task.experiment}: run {task.label!r} has no stored result in {store.root}; "
+                          f"run `repdyn reproduce --out {plan_.out}` to finish it")
+    return run
+
+
+def analyse(plan_: Plan, *, recompute: bool = True) -> list[ExperimentOutcome]:
+    """Analyse stored results (a run missing or corrupt by now is recomputed when ``recompute``, see
+    :func:`stored_run`). Claims that depend on a diverged run fail with that reason."""
     outcomes = []
     by_experiment: dict[str, list[Task]] = {}
     for task in tasks_for(plan_):
@@ -186,10 +207,7 @@ def analyse(plan_: Plan) -> list[ExperimentOutcome]:
         experiment = item.experiment
         stored: dict[str, StoredRun] = {}
         for task in by_experiment.get(item.name, []):
-            if not store.has(task.experiment, task.key):
-                raise ConfigError(f"{item.name}: run {task.label!r} has no stored result in {store.root}; "
-                                  f"run `repdyn reproduce --out {plan_.out}` to finish it")
-            stored[task.label] = store.read(task.experiment, task.key)
+            stored[task.label] = stored_run(plan_, task, recompute=recompute)
         if item.skip_reason is not None:
             outcomes.append(ExperimentOutcome(
                 item.name, experiment.title, experiment.seed, experiment.source, to_dict(item.config),
