@@ -1,7 +1,9 @@
 """A small experiment for testing the runtime: gradient descent on least squares, checked against lstsq.
 
 Loaded through REPDYN_PLUGINS=fixture_experiments (with tests/runtime on PYTHONPATH). A learning rate above
-2/λ_max of XᵀX/n makes gradient descent diverge, which exercises the diverged-run path.
+2/λ_max of XᵀX/n makes gradient descent diverge, which exercises the diverged-run path. With the environment
+variable REPDYN_FIXTURE_TRACE set to a file, every least-squares run appends its label there when it starts (to
+count how often each run is computed, across processes).
 """
 
 from __future__ import annotations
@@ -50,6 +52,9 @@ class LeastSquares(Experiment):
         return [RunSpec(f"lr={lr:g}", {"lr": lr}) for lr in config.lrs]
 
     def execute(self, config: LeastSquaresConfig, run: RunSpec, seed: int, device: str) -> dict:
+        if os.environ.get("REPDYN_FIXTURE_TRACE"):
+            with open(os.environ["REPDYN_FIXTURE_TRACE"], "a") as trace:  # one short append: atomic on POSIX
+                trace.write(f"{run.label} {os.getpid()}\n")
         rng = np.random.default_rng(seed)
         x = rng.standard_normal((config.n, config.d))
         y = x @ rng.standard_normal(config.d)
