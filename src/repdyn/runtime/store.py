@@ -133,6 +133,7 @@ def _parse(source: Path | io.BytesIO, name: Path) -> StoredRun:
     if content_checksum(arrays, meta) != meta[CHECKSUM]:
         raise CorruptRun(name, "its content does not match its checksum")
     result = {key: _decode(array) for key, array in arrays.items()}
+    meta = {k: v for k, v in meta.items() if k != CHECKSUM}  # the store's own field: callers get what they wrote
     return StoredRun(status=meta.get("status", "ok"), result=result, meta=meta)
 
 
