@@ -128,20 +128,21 @@ def test_verify_quarantines_what_is_damaged_and_reports_it(tmp_path, cli_env):
 
 def test_two_reproductions_on_one_folder_compute_each_run_once_and_agree(tmp_path, cli_env):
     out, trace = tmp_path / "out", tmp_path / "trace"
-    args = [sys.executable, "-m", "repdyn", "run", FIXTURE, "--set", LRS, "--set", "delay=0.5", "--out", str(out),
-            "--json"]
-    processes = [subprocess.Popen(args, env=traced(cli_env, trace), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  text=True) for _ in range(2)]
+    args = [sys.executable, "-m", "repdyn", "reproduce", "--only", "fixture", "--out", str(out), "--json"]
+    env = {**traced(cli_env, trace), "REPDYN_FIXTURE_DELAY": "0.4"}
+    processes = [subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for _ in range(2)]
     results = [process.communicate(timeout=600) for process in processes]
     assert [process.returncode for process in processes] == [0, 0], [err for _, err in results]
-    assert computed(trace) == ["lr=0.1", "lr=0.2", "lr=0.3", "lr=0.4"]  # each run computed once, by one of them
+    labels = ["lr=0.1", "lr=0.2"] + [f"run={i}" for i in range(4)]  # the two fixture experiments' six runs
+    assert computed(trace) == sorted(labels)  # each run computed once, by one of the two
     first, second = (json.loads(stdout) for stdout, _ in results)
-    assert first["claims"] == second["claims"] and first["passed"] == first["total"] == 2
-    assert json.loads((out / "claims.json").read_text())["claims"] == json.loads(
-        json.dumps(first["claims"]))  # the report on disk says the same
-    assert len(stored(out)) == 4 and not list((out / "runs").glob("*/.tmp-*"))
-    intact, quarantined = ResultStore(out / "runs").verify()
-    assert (intact, quarantined) == (4, [])
+    assert first["claims"] == second["claims"] and first["passed"] == first["total"] == 3
+    report = json.loads((out / "claims.json").read_text())
+    assert {(c["experiment"], c["id"], c["passed"]) for c in report["claims"]} == {
+        (c["experiment"], c["id"], c["passed"]) for c in first["claims"]}
+    assert len(list((out / "runs").glob("fixture.*/*.npz"))) == 6 and not list((out / "runs").glob("*/.tmp-*"))
+    assert ResultStore(out / "runs").verify() == (6, [])
 
 
 def test_a_full_disk_leaves_no_partial_run_and_names_the_folder(tmp_path, monkeypatch):
