@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 from repdyn.experiments.config import ConfigError
-from repdyn.runtime.store import ResultStore
+from repdyn.runtime.store import CorruptRun, ResultStore
 from repdyn.runtime.tasks import Task, TaskFailed, execute_task
 
 RETRIES = 1
@@ -137,5 +137,8 @@ def run_on_cluster(tasks: Sequence[Task], address: str, on_done: Callable[[Task,
             if status == "failed":
                 raise TaskFailed(task, detail)
             if data is not None:
-                ResultStore(task.store_root).write_bytes(task.experiment, task.key, data)
+                try:
+                    ResultStore(task.store_root).write_bytes(task.experiment, task.key, data)
+                except CorruptRun as err:
+                    raise TaskFailed(task, f"its result came back damaged from the worker ({err.reason})") from None
             on_done(task, status)
