@@ -1,7 +1,7 @@
 """The ``repdyn`` command. Exit codes: 0 when every evaluated claim's verdict is the one recorded in code
 (reproduced, or a documented not reproduced), 1 when any differs (named: a regression, an unexpected reproduction,
-an inconclusive or vacuous claim) or a run crashed, 2 bad input (one line naming the value and what is allowed;
-nothing written)."""
+an inconclusive or vacuous claim), a run crashed, a write failed (a full disk; the folder is named) or ``verify``
+quarantined a corrupt run, 2 bad input (one line naming the value and what is allowed; nothing written)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from repdyn.experiments.config import ConfigError, describe_fields, parse_assignments
 from repdyn.runtime import registry
+from repdyn.runtime.atomic import WriteError
 from repdyn.runtime.reproduce import Plan, analyse, execute, load_plan, plan
 from repdyn.runtime.tasks import TaskFailed
 
@@ -43,7 +44,7 @@ def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
         except ConfigError as error:
             typer.echo(f"error: {error}", err=True)
             raise typer.Exit(2) from None
-        except TaskFailed as error:
+        except (TaskFailed, WriteError) as error:
             typer.echo(f"error: {error}", err=True)
             raise typer.Exit(1) from None
         except KeyboardInterrupt:
@@ -67,10 +68,10 @@ def _execute_with_progress(plan_: Plan, jobs: int, cluster: str | None, force: b
         execute(plan_, jobs=jobs, cluster=cluster, force=force, on_done=on_done, on_start=on_start)
 
 
-def _finish(plan_: Plan, as_json: bool) -> None:
+def _finish(plan_: Plan, as_json: bool, *, recompute: bool = True) -> None:
     from repdyn.report.render import verdict_counts, write_report
 
-    outcomes = analyse(plan_)
+    outcomes = analyse(plan_, recompute=recompute)
     index = write_report(plan_.out, outcomes, scale=plan_.scale, seed=plan_.seed, device=plan_.device)
     claims = [c for o in outcomes for c in o.claims]
     differ = [c for c in claims if not c.as_recorded]
@@ -148,7 +149,26 @@ def reproduce(scale: str = ScaleOpt,
 def report(folder: Path = typer.Argument(..., help="A folder written by `repdyn reproduce` or `repdyn run`"),
            as_json: bool = JsonOpt) -> None:
     """Re-render a report from stored results (no run is recomputed)."""
-    _finish(load_plan(folder), as_json)
+    _finish(load_plan(folder), as_json, recompute=False)
+
+
+@app.command()
+@user_errors
+def verify(folder: Path = typer.Argument(..., help="A folder written by `repdyn reproduce` or `repdyn run` "
+                                                   "(or its runs/ store)")) -> None:
+    """Check every stored run against its checksum; move corrupt ones to runs/.quarantine (exit 1 if any)."""
+    from repdyn.runtime.store import QUARANTINE, ResultStore
+
+    store = ResultStore(folder / "runs" if (folder / "runs").is_dir() else folder)
+    if not any(store.stored_keys()):
+        raise ConfigError(f"{folder}: no stored runs here; give the --out folder of `repdyn reproduce` or `repdyn run`")
+    intact, quarantined = store.verify()
+    print(f"{intact + len(quarantined)} stored runs in {store.root}: {intact} intact, {len(quarantined)} quarantined"
+          + (f" (moved to {store.root / QUARANTINE}; `repdyn reproduce` recomputes them)" if quarantined else ""))
+    for path in quarantined:
+        print(f"quarantined {path}")
+    if quarantined:
+        raise typer.Exit(1)
 
 
 @app.command()

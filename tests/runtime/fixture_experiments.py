@@ -1,7 +1,10 @@
 """A small experiment for testing the runtime: gradient descent on least squares, checked against lstsq.
 
 Loaded through REPDYN_PLUGINS=fixture_experiments (with tests/runtime on PYTHONPATH). A learning rate above
-2/λ_max of XᵀX/n makes gradient descent diverge, which exercises the diverged-run path.
+2/λ_max of XᵀX/n makes gradient descent diverge, which exercises the diverged-run path. With the environment
+variable REPDYN_FIXTURE_TRACE set to a file, every run appends its label there when it starts (to count how often
+each run is computed, across processes); REPDYN_FIXTURE_DELAY adds seconds of sleep to every run (to make two
+processes overlap) without changing run keys.
 """
 
 from __future__ import annotations
@@ -30,6 +33,14 @@ class LeastSquaresConfig:
     delay: float = param(0.0, ge=0, help="seconds to sleep per run (to test interruption)")
 
 
+def trace(label: str) -> None:
+    """Record that run ``label`` starts (REPDYN_FIXTURE_TRACE) and sleep REPDYN_FIXTURE_DELAY seconds."""
+    if os.environ.get("REPDYN_FIXTURE_TRACE"):
+        with open(os.environ["REPDYN_FIXTURE_TRACE"], "a") as handle:  # one short append: atomic on POSIX
+            handle.write(f"{label} {os.getpid()}\n")
+    time.sleep(float(os.environ.get("REPDYN_FIXTURE_DELAY", "0")))
+
+
 class LeastSquares(Experiment):
     name = "fixture.least_squares"
     title = "Gradient descent on least squares"
@@ -48,6 +59,7 @@ class LeastSquares(Experiment):
         return [RunSpec(f"lr={lr:g}", {"lr": lr}) for lr in config.lrs]
 
     def execute(self, config: LeastSquaresConfig, run: RunSpec, seed: int, device: str) -> dict:
+        trace(run.label)
         rng = np.random.default_rng(seed)
         x = rng.standard_normal((config.n, config.d))
         y = x @ rng.standard_normal(config.d)
@@ -110,6 +122,7 @@ class TanhRegression(Experiment):
             with open(config.kill_marker, "w") as handle:
                 handle.write(str(os.getpid()))
             os.kill(os.getpid(), signal.SIGKILL)
+        trace(run.label)
         generator = torch.Generator().manual_seed(seed)
         x = torch.randn(config.n, 8, generator=generator)
         y = torch.sin(x.sum(1, keepdim=True))

@@ -29,10 +29,10 @@ from torch.nn import functional as F
 
 from repdyn.data.digits import load_digits
 from repdyn.data.manifolds import compress, informative_dimension, sample_manifold
-from repdyn.data.mnist import load_mnist
+from repdyn.data.mnist import check_mnist_folder, load_mnist
 from repdyn.experiments.base import Analysis, Experiment, Paper, RunResult, RunSpec
 from repdyn.experiments.claims import ClaimSpec, Holds, InRange, Measured, at_least
-from repdyn.experiments.config import ConfigError, param
+from repdyn.experiments.config import ConfigError, check_data_folder, param
 from repdyn.nn.divergence import check_finite
 from repdyn.nn.hidden_layer import FlowResult, hidden_layer_output, init_hidden_layer, train_gradient_flow
 from repdyn.nn.mnas_cnn import MnasCNN
@@ -733,6 +733,7 @@ class RealImages(Experiment):
         if config.data_dir and not Path(config.data_dir).is_dir():
             raise ConfigError(f"data_dir={config.data_dir!r} is not a folder: give the folder with the MNIST IDX "
                               "files, or leave it empty for the bundled 8×8 digits")
+        check_data_folder("data_dir", config.data_dir, check_mnist_folder)
         return None
 
     def runs(self, config: RealImagesConfig) -> list[RunSpec]:

@@ -24,11 +24,11 @@ from matplotlib.figure import Figure
 from scipy.integrate import solve_ivp
 from scipy.special import erf
 
-from repdyn.data.cifar10 import cifar_subset
+from repdyn.data.cifar10 import check_cifar10_folder, cifar_subset
 from repdyn.data.geomnist import corrupt_labels, geomnist
 from repdyn.experiments.base import Analysis, Experiment, Paper, RunResult, RunSpec
 from repdyn.experiments.claims import ClaimSpec, CloseTo, Holds, Measured, at_least, at_most
-from repdyn.experiments.config import ConfigError, param
+from repdyn.experiments.config import ConfigError, check_data_folder, param
 from repdyn.nn.lenet import lenet_ensemble, train_batch1_sgd
 from repdyn.theory import elastic_sde as es
 from repdyn.theory import elasticity_estimators as ee
@@ -804,6 +804,7 @@ class CifarElasticity(Experiment):
             return "no CIFAR-10 folder given: run with --set data_dir=PATH/cifar-10-batches-py (nothing is downloaded)"
         if not Path(config.data_dir).is_dir():
             raise ConfigError(f"data_dir={config.data_dir!r} is not a folder: give the cifar-10-batches-py folder")
+        check_data_folder("data_dir", config.data_dir, check_cifar10_folder)
         return None
 
     def runs(self, config: CifarConfig) -> list[RunSpec]:

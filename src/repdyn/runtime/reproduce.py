@@ -2,6 +2,8 @@
 
 The output folder holds ``manifest.json`` (what was asked for), ``runs/`` (the result store) and, after
 :func:`repdyn.report.render.write_report`, the report. ``repdyn report DIR`` re-analyses from ``runs/`` alone.
+Every stored run is verified against its checksum before it is skipped or analysed; a corrupt one is quarantined
+and recomputed (:func:`stored_run`).
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,7 +28,7 @@ from repdyn.runtime import registry
 from repdyn.runtime.atomic import atomic_write_text
 from repdyn.runtime.executors import check_executor, run_tasks, threads_per_job
 from repdyn.runtime.store import ResultStore, StoredRun, derive_seed, run_key
-from repdyn.runtime.tasks import Task
+from repdyn.runtime.tasks import Task, execute_task
 
 MANIFEST = "manifest.json"
 
@@ -201,8 +204,8 @@ def execute(plan_: Plan, *, jobs: int = 1, cluster: str | None = None, force: bo
     tasks = tasks_for(plan_, jobs)
     if force:
         for task in tasks:
-            store.path(task.experiment, task.key).unlink(missing_ok=True)
-    todo = [t for t in tasks if not store.has(t.experiment, t.key)]
+            store.remove(task.experiment, task.key)
+    todo = [t for t in tasks if store.verified(t.experiment, t.key) is None]
     on_start(len(tasks), len(todo))
     run_tasks(todo, jobs=jobs, cluster=cluster, on_done=on_done)
 
@@ -213,9 +216,28 @@ def figure_png(figure: Any) -> bytes:
     return buffer.getvalue()
 
 
-def analyse(plan_: Plan) -> list[ExperimentOutcome]:
-    """Analyse stored results and judge every claim against its negative control. Claims that depend on a
-    diverged run are not reproduced, with that reason."""
+def stored_run(plan_: Plan, task: Task, *, recompute: bool = True) -> StoredRun:
+    """A task's stored run, verified against its checksum. One that vanished or is corrupt (then quarantined) is
+    recomputed here when ``recompute``; otherwise ConfigError names it."""
+    store = plan_.store
+    present = store.has(task.experiment, task.key)
+    run = store.verified(task.experiment, task.key)
+    if run is None and recompute:
+        if not present:
+            logging.getLogger("repdyn").warning("warning: stored run %s is missing; recomputing it",
+                                                store.path(task.experiment, task.key))
+        execute_task(task)
+        run = store.verified(task.experiment, task.key)
+    if run is None:
+        raise ConfigError(f"{task.experiment}: run {task.label!r} has no stored result in {store.root}; "
+                          f"run `repdyn reproduce --out {plan_.out}` to finish it")
+    return run
+
+
+def analyse(plan_: Plan, *, recompute: bool = True) -> list[ExperimentOutcome]:
+    """Analyse stored results (a run missing or corrupt by now is recomputed when ``recompute``, see
+    :func:`stored_run`) and judge every claim against its negative control. Claims that depend on a diverged run
+    are not reproduced, with that reason."""
     outcomes = []
     for item in plan_.experiments:
         experiment = item.experiment
@@ -225,20 +247,15 @@ def analyse(plan_: Plan) -> list[ExperimentOutcome]:
                 [skip(item.name, spec, item.skip_reason) for spec in experiment.claims], {}, [], [],
                 notes=f"skipped: {item.skip_reason}"))
             continue
-        variants = [(control, config, _stored(plan_, item, config)) for control, config in item.variants()]
+        variants = [(control, config, _stored(plan_, item, config, recompute))
+                    for control, config in item.variants()]
         outcomes.append(_analyse_one(experiment, variants))
     return outcomes
 
 
-def _stored(plan_: Plan, item: PlannedExperiment, config: Any) -> dict[str, StoredRun]:
-    store = plan_.store
-    stored: dict[str, StoredRun] = {}
-    for task in _variant_tasks(plan_, item, config, 1):
-        if not store.has(task.experiment, task.key):
-            raise ConfigError(f"{item.name}: run {task.label!r} has no stored result in {store.root}; "
-                              f"run `repdyn reproduce --out {plan_.out}` to finish it")
-        stored[task.label] = store.read(task.experiment, task.key)
-    return stored
+def _stored(plan_: Plan, item: PlannedExperiment, config: Any, recompute: bool) -> dict[str, StoredRun]:
+    return {task.label: stored_run(plan_, task, recompute=recompute)
+            for task in _variant_tasks(plan_, item, config, 1)}
 
 
 @dataclass
