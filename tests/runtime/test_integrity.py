@@ -128,7 +128,8 @@ def test_verify_quarantines_what_is_damaged_and_reports_it(tmp_path, cli_env):
 
 def test_two_reproductions_on_one_folder_compute_each_run_once_and_agree(tmp_path, cli_env):
     out, trace = tmp_path / "out", tmp_path / "trace"
-    args = [sys.executable, "-m", "repdyn", "reproduce", "--only", "fixture.least_squares,fixture.tanh_regression", "--out", str(out), "--json"]
+    args = [sys.executable, "-m", "repdyn", "reproduce", "--only", "fixture.least_squares,fixture.tanh_regression",
+            "--out", str(out), "--json"]
     env = {**traced(cli_env, trace), "REPDYN_FIXTURE_DELAY": "0.4"}
     processes = [subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                  for _ in range(2)]
