@@ -176,3 +176,17 @@ def test_controls_run_as_stored_runs_sharing_their_seed(tmp_path, cli_env):
         seeds.setdefault(meta["label"], set()).add((meta["seed"], meta["config"]["steps"]))
     assert all(len({seed for seed, _ in pairs}) == 1 and {s for _, s in pairs} == {0, 300}
                for pairs in seeds.values())
+
+
+def test_runs_of_one_seed_group_share_their_seed(tmp_path, monkeypatch):
+    from repdyn.experiments.base import RunSpec
+    from repdyn.runtime import registry
+    from repdyn.runtime.reproduce import plan, tasks_for
+
+    experiment = registry.get("fixture.fits")
+    runs = [RunSpec(f"alpha={i}", {"i": i}, seed_group="data") for i in range(3)] + [RunSpec("other")]
+    monkeypatch.setattr(type(experiment), "runs", lambda self, config: runs)
+    tasks = [t for t in tasks_for(plan(["fixture.fits"], scale="smoke", out=tmp_path)) if t.config["steps"] > 0]
+    seeds = {t.label: t.seed for t in tasks}
+    assert seeds["alpha=0"] == seeds["alpha=1"] == seeds["alpha=2"] != seeds["other"]
+    assert len({t.key for t in tasks}) == 4

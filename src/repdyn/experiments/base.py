@@ -47,6 +47,9 @@ class RunSpec:
 
     label: str
     params: Mapping[str, Any] = field(default_factory=dict)
+    seed_group: str = ""
+    """Runs of one experiment with the same non-empty ``seed_group`` get the same seed (e.g. the runs of an α scan
+    share their data and initialisation); by default each label gets its own."""
 
 
 @dataclass

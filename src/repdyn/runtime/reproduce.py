@@ -148,7 +148,8 @@ def _variant_tasks(plan_: Plan, item: PlannedExperiment, config: Any, jobs: int)
     as_dict = to_dict(config)
     tasks = []
     for run in item.experiment.runs(config):
-        seed = derive_seed(plan_.seed, item.name, run.label)  # a control run shares its seed with its original
+        # a control run shares its seed with its original; runs of one seed group share theirs
+        seed = derive_seed(plan_.seed, item.name, run.seed_group or run.label)
         params = dict(run.params)
         key = run_key(item.name, as_dict, run.label, params, seed, plan_.device)
         tasks.append(Task(item.name, as_dict, run.label, params, seed, plan_.device, key, str(plan_.store.root),
