@@ -7,6 +7,7 @@ import math
 from collections.abc import Sequence
 
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from repdyn.experiments.claims import ClaimResult
 
@@ -37,10 +38,15 @@ def claims_figure(claims: Sequence[ClaimResult]) -> Figure | None:
         if claim.control_value is not None and math.isfinite(claim.control_value):
             axes.axhline(claim.control_value, color="#555", ls=":", lw=1.2, label="control")
         lo, hi = claim.band
-        bottom, top = axes.get_ylim()
+        shown_values = values + [claim.ci_low, claim.ci_high] + [b for b in (lo, hi) if b is not None]
+        if claim.control_value is not None and math.isfinite(claim.control_value):
+            shown_values.append(claim.control_value)
+        span = (max(shown_values) - min(shown_values)) or abs(max(shown_values)) or 1.0
+        bottom, top = min(shown_values) - 0.1 * span, max(shown_values) + 0.1 * span
         axes.axhspan(bottom if lo is None else lo, top if hi is None else hi, facecolor="none", edgecolor="#333",
                      hatch="//", lw=0, alpha=0.35, label="expected")
         axes.set_ylim(bottom, top)
+        axes.xaxis.set_major_locator(MaxNLocator(integer=True))
         axes.set_title(f"{claim.id}: {claim.verdict}", fontsize=8, color=colour)
         axes.set_xlabel("seed", fontsize=7)
         axes.set_ylabel(claim.statistic if len(claim.values) > 1 else "value", fontsize=7)
