@@ -18,6 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from repdyn.experiments.config import ConfigError, describe_fields, parse_assignments
 from repdyn.runtime import registry
 from repdyn.runtime.atomic import WriteError
+from repdyn.runtime.progress import showing
 from repdyn.runtime.reproduce import Plan, analyse, execute, load_plan, plan
 from repdyn.runtime.tasks import TaskFailed
 
@@ -32,6 +33,8 @@ JobsOpt = typer.Option(1, "--jobs", help="Local worker processes")
 ClusterOpt = typer.Option(None, "--cluster", help="Dask scheduler address (tcp://host:8786) or local:N")
 ForceOpt = typer.Option(False, "--force", help="Recompute runs that are already stored")
 JsonOpt = typer.Option(False, "--json", help="Print a JSON summary on stdout")
+QuietOpt = typer.Option(False, "--quiet", help="No progress output")
+EveryOpt = typer.Option(60.0, "--progress-every", help="Off a terminal: seconds between progress lines inside a run")
 
 
 def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -54,9 +57,24 @@ def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def _execute_with_progress(plan_: Plan, jobs: int, cluster: str | None, force: bool) -> None:
+def _execute_with_progress(plan_: Plan, jobs: int, cluster: str | None, force: bool, quiet: bool,
+                           every: float) -> None:
+    """On a terminal: a bar over the runs and, for runs in this process, a bar per run that moves with its steps.
+    Elsewhere (a batch job's log): a line when the reproduction starts, and from each run a line at its start, at
+    most one every ``every`` seconds inside it, and one at its end. ``quiet``: nothing."""
+    if not every > 0:
+        raise ConfigError(f"--progress-every {every:g} is out of range: must be > 0 seconds")
+    if quiet or not err.is_terminal:
+        def on_start(total: int, todo: int) -> None:
+            if not quiet:
+                err.print(f"{todo} of {total} runs to compute ({total - todo} stored) in {plan_.out}",
+                          highlight=False, soft_wrap=True)
+
+        execute(plan_, jobs=jobs, cluster=cluster, force=force, on_start=on_start,
+                progress_every=0.0 if quiet else every)
+        return
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err, transient=False, disable=not err.is_terminal) as progress:
+                  console=err, transient=False) as progress:
         bar = progress.add_task("runs", total=0)
 
         def on_start(total: int, todo: int) -> None:
@@ -65,7 +83,20 @@ def _execute_with_progress(plan_: Plan, jobs: int, cluster: str | None, force: b
         def on_done(task: Any, status: str) -> None:
             progress.update(bar, advance=1, description=f"{task.experiment} {task.label}: {status}")
 
-        execute(plan_, jobs=jobs, cluster=cluster, force=force, on_done=on_done, on_start=on_start)
+        current: list[Any] = []
+
+        def run_bar(name: str) -> Any:
+            for finished in current:
+                progress.remove_task(finished)
+            current[:] = [progress.add_task(f"  {name}", total=None)]
+
+            def listener(step: int, total: int, loss: Any = None) -> None:
+                progress.update(current[0], completed=step, total=total)
+
+            return listener
+
+        with showing(run_bar if jobs == 1 and cluster is None else None):
+            execute(plan_, jobs=jobs, cluster=cluster, force=force, on_done=on_done, on_start=on_start)
 
 
 def _finish(plan_: Plan, as_json: bool, *, recompute: bool = True) -> None:
@@ -121,12 +152,13 @@ def run(name: str = typer.Argument(..., help="Experiment name (see `repdyn list`
         set_: list[str] = typer.Option([], "--set", help="Override a config value: key=value (repeatable)"),
         seed: int = SeedOpt, device: str = DeviceOpt,
         out: Path = typer.Option(None, "--out", help="Output folder [default: repdyn-out/NAME]"),
-        jobs: int = JobsOpt, cluster: str = ClusterOpt, force: bool = ForceOpt, as_json: bool = JsonOpt) -> None:
+        jobs: int = JobsOpt, cluster: str = ClusterOpt, force: bool = ForceOpt, as_json: bool = JsonOpt,
+        quiet: bool = QuietOpt, progress_every: float = EveryOpt) -> None:
     """Run one experiment and write its report."""
     registry.get(name)
     plan_ = plan([name], scale=scale, overrides=parse_assignments(set_), seed=seed, device=device,
                  out=out or Path("repdyn-out") / name, cluster=cluster)
-    _execute_with_progress(plan_, jobs, cluster, force)
+    _execute_with_progress(plan_, jobs, cluster, force, quiet, progress_every)
     _finish(plan_, as_json)
 
 
@@ -136,11 +168,12 @@ def reproduce(scale: str = ScaleOpt,
               only: str = typer.Option(None, "--only", help="Comma-separated experiments or topics"),
               out: Path = typer.Option(Path("repdyn-out"), "--out", help="Output folder"),
               jobs: int = JobsOpt, cluster: str = ClusterOpt, force: bool = ForceOpt,
-              seed: int = SeedOpt, device: str = DeviceOpt, as_json: bool = JsonOpt) -> None:
+              seed: int = SeedOpt, device: str = DeviceOpt, as_json: bool = JsonOpt, quiet: bool = QuietOpt,
+              progress_every: float = EveryOpt) -> None:
     """Run every experiment (or --only some) and write the report of theory against experiment."""
     names = [n.strip() for n in only.split(",") if n.strip()] if only else None
     plan_ = plan(names, scale=scale, seed=seed, device=device, out=out, cluster=cluster)
-    _execute_with_progress(plan_, jobs, cluster, force)
+    _execute_with_progress(plan_, jobs, cluster, force, quiet, progress_every)
     _finish(plan_, as_json)
 
 

@@ -22,6 +22,7 @@ from repdyn.experiments.base import Analysis, Experiment, Paper, RunSpec
 from repdyn.experiments.claims import ClaimSpec, Control, Disagreement, Measured, at_most
 from repdyn.experiments.config import param
 from repdyn.nn import check_finite
+from repdyn.nn.progress import report
 
 
 @dataclass(frozen=True)
@@ -133,6 +134,7 @@ class TanhRegression(Experiment):
         for step in range(config.steps):
             loss = 0.5 * (torch.tanh(x @ w1) @ w2 - y).pow(2).mean()
             losses[step] = loss.detach()
+            report(step, config.steps, losses[step])
             check_finite(float(losses[step]), step)
             g1, g2 = torch.autograd.grad(loss, (w1, w2))
             with torch.no_grad():

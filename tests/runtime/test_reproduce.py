@@ -51,6 +51,7 @@ def test_run_writes_report_claims_and_metrics(tmp_path, cli_env):
     (["run", FIXTURE, "--device", "tpu"], "unknown device 'tpu': choose cpu or cuda"),
     (["report", "missing-folder"], "no manifest.json here"),
     (["run", FIXTURE, "--jobs", "0"], "--jobs 0 is out of range: must be >= 1"),
+    (["run", FIXTURE, "--progress-every", "0"], "--progress-every 0 is out of range: must be > 0 seconds"),
     (["reproduce", "--only", FIXTURE, "--cluster", "local:zero"], "write local:N with N >= 1 workers"),
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, cli_env, args, message):
@@ -190,3 +191,23 @@ def test_runs_of_one_seed_group_share_their_seed(tmp_path, monkeypatch):
     seeds = {t.label: t.seed for t in tasks}
     assert seeds["alpha=0"] == seeds["alpha=1"] == seeds["alpha=2"] != seeds["other"]
     assert len({t.key for t in tasks}) == 4
+
+
+def test_off_a_terminal_runs_write_progress_lines_into_the_log(tmp_path, cli_env):
+    log = tmp_path / "log"
+    with log.open("w") as handle:
+        done = subprocess.run([sys.executable, "-m", "repdyn", "run", "fixture.tanh_regression", "--set", "runs=3",
+                               "--set", "steps=3000", "--progress-every", "0.05", "--out", str(tmp_path / "out")],
+                              env=cli_env, stdout=subprocess.DEVNULL, stderr=handle, timeout=600)
+    assert done.returncode == 0
+    lines = log.read_text().splitlines()
+    assert "3 of 3 runs to compute (0 stored)" in lines[0]
+    assert lines[1].endswith("start fixture.tanh_regression run=0")
+    inside = [line for line in lines if "fixture.tanh_regression run=0: step " in line]
+    assert inside and all("/3000, loss " in line and "steps/s, ETA " in line for line in inside)
+    assert any(int(line.split("step ")[1].split("/")[0]) < 3000 for line in inside)  # written during the run
+    assert any("end fixture.tanh_regression run=0: ok in " in line for line in lines)
+    quiet = subprocess.run([sys.executable, "-m", "repdyn", "run", "fixture.tanh_regression", "--set", "runs=1",
+                            "--quiet", "--force", "--out", str(tmp_path / "out")], env=cli_env, capture_output=True,
+                           text=True, timeout=600)
+    assert quiet.returncode == 1 and quiet.stderr == ""  # one run: inconclusive, and nothing on stderr

@@ -20,6 +20,7 @@ from repdyn.nn.divergence import Diverged
 from repdyn.nn.ensemble import Ensemble
 from repdyn.nn.losses import PointLoss, get_loss
 from repdyn.nn.optim import StackedOptimizer, member_values
+from repdyn.nn.progress import report
 from repdyn.nn.recording import Recorder, Schedule
 
 StopCriterion = Callable[[int, Tensor], bool]
@@ -179,7 +180,9 @@ def train(
         if full_batch:
             batch_loss = step_losses(x, y)
             current = batch_loss.detach()
+            report(step, steps, current)
         else:
+            report(step, steps)
             if record or stop_loss is not None or stop is not None:
                 model.eval()
                 with torch.no_grad():

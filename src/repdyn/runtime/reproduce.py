@@ -144,7 +144,8 @@ def _prepare(experiment: Experiment, config: Any) -> str | None:
             from None
 
 
-def _variant_tasks(plan_: Plan, item: PlannedExperiment, config: Any, jobs: int) -> list[Task]:
+def _variant_tasks(plan_: Plan, item: PlannedExperiment, config: Any, jobs: int,
+                   progress_every: float = 0.0) -> list[Task]:
     as_dict = to_dict(config)
     tasks = []
     for run in item.experiment.runs(config):
@@ -153,18 +154,19 @@ def _variant_tasks(plan_: Plan, item: PlannedExperiment, config: Any, jobs: int)
         params = dict(run.params)
         key = run_key(item.name, as_dict, run.label, params, seed, plan_.device)
         tasks.append(Task(item.name, as_dict, run.label, params, seed, plan_.device, key, str(plan_.store.root),
-                          threads=threads_per_job(jobs) if jobs > 1 else 0))
+                          threads=threads_per_job(jobs) if jobs > 1 else 0, progress_every=progress_every))
     return tasks
 
 
-def tasks_for(plan_: Plan, jobs: int = 1) -> list[Task]:
-    """Every run of the plan, the negative controls' runs included (a run two variants share appears once)."""
+def tasks_for(plan_: Plan, jobs: int = 1, progress_every: float = 0.0) -> list[Task]:
+    """Every run of the plan, the negative controls' runs included (a run two variants share appears once);
+    ``progress_every`` > 0 makes each run log its progress that often (seconds)."""
     tasks: dict[str, Task] = {}
     for item in plan_.experiments:
         if item.skip_reason is not None:
             continue
         for _, config in item.variants():
-            for task in _variant_tasks(plan_, item, config, jobs):
+            for task in _variant_tasks(plan_, item, config, jobs, progress_every):
                 tasks.setdefault(task.key, task)
     return list(tasks.values())
 
@@ -196,13 +198,14 @@ def load_plan(out: str | os.PathLike[str]) -> Plan:
 
 def execute(plan_: Plan, *, jobs: int = 1, cluster: str | None = None, force: bool = False,
             on_done: Callable[[Task, str], None] = lambda task, status: None,
-            on_start: Callable[[int, int], None] = lambda total, todo: None) -> None:
-    """Run every task of the plan whose result is not stored yet (all of them with ``force``)."""
+            on_start: Callable[[int, int], None] = lambda total, todo: None, progress_every: float = 0.0) -> None:
+    """Run every task of the plan whose result is not stored yet (all of them with ``force``); each run logs its
+    progress every ``progress_every`` seconds when that is > 0 (see :mod:`repdyn.runtime.progress`)."""
     check_executor(jobs, cluster)
     write_manifest(plan_)
     store = plan_.store
     store.clean_temporaries()
-    tasks = tasks_for(plan_, jobs)
+    tasks = tasks_for(plan_, jobs, progress_every)
     if force:
         for task in tasks:
             store.remove(task.experiment, task.key)

@@ -17,6 +17,7 @@ from repdyn.experiments.config import from_dict
 from repdyn.nn.divergence import Diverged
 from repdyn.runtime import registry
 from repdyn.runtime.atomic import WriteError
+from repdyn.runtime.progress import watching
 from repdyn.runtime.store import ResultStore
 
 
@@ -31,6 +32,7 @@ class Task:
     key: str
     store_root: str
     threads: int = 0  # torch intra-op threads in the worker; 0 keeps the process default
+    progress_every: float = 0.0  # seconds between progress log lines inside the run; 0: none
 
 
 class TaskFailed(RuntimeError):
@@ -66,14 +68,17 @@ def _compute(task: Task, store: ResultStore) -> str:
     start = time.perf_counter()
     meta: dict[str, Any] = {"experiment": task.experiment, "label": task.label, "params": task.params,
                             "seed": task.seed, "device": task.device, "config": task.config, "pid": os.getpid()}
-    try:
-        result = experiment.execute(config, RunSpec(task.label, task.params), task.seed, task.device)
-        meta["status"] = "ok"
-    except Diverged as err:
-        result = {}
-        meta.update(status="diverged", step=err.step, reason=str(err))
-    except Exception as err:  # noqa: BLE001 - reported with its traceback, never stored as a result
-        raise TaskFailed(task, "".join(traceback.format_exception_only(type(err), err)).strip()) from err
+    with watching(f"{task.experiment} {task.label}", task.progress_every) as end:
+        try:
+            result = experiment.execute(config, RunSpec(task.label, task.params), task.seed, task.device)
+            meta["status"] = "ok"
+        except Diverged as err:
+            result = {}
+            meta.update(status="diverged", step=err.step, reason=str(err))
+        except Exception as err:  # noqa: BLE001 - reported with its traceback, never stored as a result
+            end("failed")
+            raise TaskFailed(task, "".join(traceback.format_exception_only(type(err), err)).strip()) from err
+        end(meta["status"])
     meta["seconds"] = time.perf_counter() - start
     try:
         store.write(task.experiment, task.key, result, meta)

@@ -1,0 +1,36 @@
+"""Progress of a long loop, reported to whoever runs it, without the loop knowing who.
+
+A training loop calls :func:`report` each step; it costs a context-variable look-up when nobody listens. The
+runtime installs a listener with :func:`reporting` around a run (a progress bar on a terminal, a log line at most
+every minute elsewhere, the calibration of ``repdyn plan``). ``loss`` may be a tensor: a listener converts it only
+when it shows it, so the loop never waits on the device for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+Listener = Callable[[int, int, Any], None]
+"""``(step, total_steps, loss or None)``."""
+
+_LISTENER: ContextVar[Listener | None] = ContextVar("repdyn_progress_listener", default=None)
+
+
+def report(step: int, total: int, loss: Any = None) -> None:
+    """Tell the listener, if any, that ``step`` of ``total`` is reached."""
+    listener = _LISTENER.get()
+    if listener is not None:
+        listener(step, total, loss)
+
+
+@contextmanager
+def reporting(listener: Listener | None) -> Iterator[None]:
+    """Send the reports of the loops run inside this block to ``listener``."""
+    token = _LISTENER.set(listener)
+    try:
+        yield
+    finally:
+        _LISTENER.reset(token)
