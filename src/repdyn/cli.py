@@ -5,6 +5,7 @@ quarantined a corrupt run, 2 bad input (one line naming the value and what is al
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from functools import wraps
@@ -14,6 +15,7 @@ from typing import Any
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
 from repdyn.experiments.config import ConfigError, describe_fields, parse_assignments
 from repdyn.runtime import registry
@@ -175,6 +177,41 @@ def reproduce(scale: str = ScaleOpt,
     plan_ = plan(names, scale=scale, seed=seed, device=device, out=out, cluster=cluster)
     _execute_with_progress(plan_, jobs, cluster, force, quiet, progress_every)
     _finish(plan_, as_json)
+
+
+@app.command("plan")
+@user_errors
+def plan_command(scale: str = ScaleOpt,
+                 only: str = typer.Option(None, "--only", help="Comma-separated experiments or topics"),
+                 out: Path = typer.Option(Path("repdyn-out"), "--out", help="Output folder (its stored runs cost "
+                                                                            "nothing)"),
+                 seed: int = SeedOpt, device: str = DeviceOpt,
+                 budget: float = typer.Option(1.0, "--budget", help="CPU-seconds of calibration per experiment"),
+                 as_json: bool = JsonOpt) -> None:
+    """Estimate what a reproduction would cost, before anything runs: per experiment the runs to compute, their
+    CPU time and peak memory, from a short calibration on this machine."""
+    from repdyn.runtime.estimate import estimate, format_seconds, total_seconds
+
+    if not budget > 0:
+        raise ConfigError(f"--budget {budget:g} is out of range: must be > 0 seconds")
+    names = [n.strip() for n in only.split(",") if n.strip()] if only else None
+    estimates = estimate(plan(names, scale=scale, seed=seed, device=device, out=out), budget=budget,
+                         limit=2 * budget)
+    total = total_seconds(estimates)
+    if as_json:
+        print(json.dumps({"scale": scale, "cpu_seconds": total,
+                          "experiments": [dataclasses.asdict(e) for e in estimates]}, indent=2))
+        return
+    table = Table(title=f"repdyn plan, scale {scale}")
+    for column in ("experiment", "runs to compute", "stored", "CPU time", "peak memory per run", "basis"):
+        table.add_column(column)
+    for e in estimates:
+        table.add_row(e.experiment, str(e.runs), str(e.stored), format_seconds(e.cpu_seconds),
+                      "?" if e.peak_mib is None else f"{e.peak_mib:.0f} MiB", e.basis)
+    Console(width=200).print(table)
+    unknown = sum(e.cpu_seconds is None for e in estimates)
+    print(f"total: {format_seconds(total)} CPU" if total is not None else
+          f"total: unknown ({unknown} experiment(s) without an estimate)")
 
 
 @app.command()

@@ -211,3 +211,28 @@ def test_off_a_terminal_runs_write_progress_lines_into_the_log(tmp_path, cli_env
                             "--quiet", "--force", "--out", str(tmp_path / "out")], env=cli_env, capture_output=True,
                            text=True, timeout=600)
     assert quiet.returncode == 1 and quiet.stderr == ""  # one run: inconclusive, and nothing on stderr
+
+
+def test_plan_estimates_cheap_experiments_within_a_factor_two_before_anything_runs(tmp_path, cli_env):
+    from repdyn.runtime.estimate import estimate
+    from repdyn.runtime.reproduce import execute, plan
+
+    out = tmp_path / "out"
+    plan_ = plan(["fixture.tanh_regression", "fixture.least_squares"], scale="smoke",
+                 overrides={"steps": "20000"}, out=out)
+    estimates = {e.experiment: e for e in estimate(plan_, budget=0.5)}
+    assert not out.exists()  # an estimate writes nothing
+    assert "of 20000 steps calibrated" in estimates["fixture.tanh_regression"].basis
+    assert estimates["fixture.least_squares"].basis == "run 'lr=0.1' timed whole"
+    execute(plan_)
+    store = plan_.store
+    for name, e in estimates.items():
+        measured = sum(json.loads(str(np.load(path)["__meta__"]))["seconds"]
+                       for path in (store.root / name).glob("[!.]*.npz"))
+        assert e.runs == len(list((store.root / name).glob("[!.]*.npz")))
+        assert 0.5 <= e.cpu_seconds / measured <= 2.0, (name, e.cpu_seconds, measured)
+    again = {e.experiment: e for e in estimate(plan_, budget=0.5)}
+    assert all(e.runs == 0 and e.cpu_seconds == 0 for e in again.values())
+    listed = repdyn("plan", "--only", "fixture", "--scale", "smoke", "--out", str(tmp_path / "x"), env=cli_env)
+    assert listed.returncode == 0 and "fixture.fits" in listed.stdout and "total: " in listed.stdout
+    assert not (tmp_path / "x").exists()
