@@ -32,7 +32,7 @@ def test_import_repdyn_is_lazy_and_exports_monitor():
 
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"layers": ["1", "nope"]}, r"unknown layer name\(s\) \['nope'\]; available: 0, 1, 2, 3, 4, 5"),
-    ({"probe_inputs": torch.randn(24, 5)}, r"probe_inputs of shape \(24, 5\) do not fit the model"),
+    ({"probe_inputs": torch.randn(24, 5)}, r"probe_inputs of shape \(24, 5\) float32 do not fit the model"),
     ({"probe_inputs": torch.randn(6)}, r"probe_inputs must be a tensor \(n, \.\.\.\)"),
     ({"labels": None}, r"measure\(s\) \['two_point', 'ntk', 'elasticity'\] need labels"),
     ({"labels": torch.arange(23) % 3}, r"labels must be \(n,\) = \(24,\) integer classes"),

@@ -29,6 +29,7 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
+from repdyn.monitor.measures import centred_alignment
 from repdyn.monitor.recording import Recording
 from repdyn.probes.collapse import neural_collapse
 from repdyn.probes.kernel_pca import kernel_pca
@@ -136,14 +137,6 @@ def two_point(recording: Recording) -> Section:
                          "batches the fitted rates are effective constants of this run, and a large "
                          "measured/predicted gap says the two-point theory does not capture this pair.")
     return section
-
-
-def centred_alignment(gram: np.ndarray, targets: np.ndarray) -> float:
-    """⟨HKH, HYYᵀH⟩_F / (‖HKH‖_F ‖HYYᵀH‖_F), H = I − 11ᵀ/m: centred kernel alignment with the labels."""
-    m = gram.shape[0]
-    h = np.eye(m) - 1.0 / m
-    kc, yc = h @ gram @ h, h @ targets @ targets.T @ h
-    return float((kc * yc).sum() / (np.linalg.norm(kc) * np.linalg.norm(yc)))
 
 
 def ntk(recording: Recording) -> Section:
