@@ -391,14 +391,16 @@ class Monitor:
             return value
         return selector(value) if callable(selector) else value[selector]
 
-    def _ntk_forward(self) -> Callable[[nn.Module, Batch], Tensor] | None:
-        return None if self._plain else self.apply
+    def _ntk_gram(self, x: Batch) -> Tensor:
+        with warnings.catch_warnings():  # torch.func's note that attention has no batching rule yet: not actionable
+            warnings.filterwarnings("ignore", message="There is a performance drop")
+            return empirical_ntk(self.model, x, forward=None if self._plain else self.apply)
 
     def _check_ntk(self) -> None:
         """Take the NTK of two probe inputs once, so that a model torch.func cannot differentiate fails here (this
         also pays torch.func's one-time import before training rather than during it)."""
         try:
-            empirical_ntk(self.model, take(self.x, slice(0, 2)), forward=self._ntk_forward())
+            self._ntk_gram(take(self.x, slice(0, 2)))
         except (RuntimeError, ValueError, TypeError) as error:
             raise ValueError(f"the empirical NTK of {type(self.model).__name__} cannot be computed "
                              f"({str(error).splitlines()[0]}); leave 'ntk' out of measures") from None
@@ -549,8 +551,7 @@ class Monitor:
             row["stationarity"] = np.array(residual)
         gram = None
         if "ntk" in self.measures and (step in self.ntk_schedule if ntk is None else ntk):
-            gram = empirical_ntk(self.model, take(self.x, self.ntk_index.to(device)),
-                                 forward=self._ntk_forward()).double().cpu().numpy()
+            gram = self._ntk_gram(take(self.x, self.ntk_index.to(device))).double().cpu().numpy()
             self._ntk.append(gram)
             self._ntk_steps.append(int(step))
         self._rows.append(row)
