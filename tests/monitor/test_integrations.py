@@ -174,7 +174,7 @@ def test_hf_callback_records_all_of_training_of_a_pretrained_model(kind, tmp_pat
 
 
 def test_scalars_reach_tensorboard_event_files(tmp_path):
-    pytest.importorskip("tensorboard", reason="the tensorboard extra is not installed: pip install 'repdyn[tensorboard]'")
+    pytest.importorskip("tensorboard", reason="the tensorboard extra is missing: pip install 'repdyn[tensorboard]'")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     from torch.utils.tensorboard import SummaryWriter
 
