@@ -144,3 +144,19 @@ def plain_loop(script: Script, epochs: int, monitor_kwargs: dict[str, Any] | Non
         if scheduler is not None:
             scheduler.step()
     return monitor
+
+
+class Residual(nn.Module):
+    """A_l = A_{l-1} + V_l relu(A_{l-1}) + b_l (two blocks), then the identity read-out: outputs = A_2ᵀ."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(4)
+        self.blocks = nn.ModuleList([nn.Linear(3, 3) for _ in range(2)])
+        self.stream = nn.ModuleList([nn.Identity() for _ in range(3)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = self.stream[0](x)
+        for block, out in zip(self.blocks, self.stream[1:]):
+            a = out(a + block(torch.relu(a)))
+        return a

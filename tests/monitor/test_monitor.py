@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 import repdyn
+from monitor_scripts import Residual
 from repdyn.monitor import Monitor, load_recording
 from repdyn.monitor.monitor import geometric_steps
 from repdyn.nn.cnn import SmallCNN
@@ -195,26 +196,10 @@ def test_monitor_on_cuda_matches_cpu():
         np.testing.assert_allclose(results[1][key], results[0][key], rtol=2e-3, atol=1e-4, err_msg=key)
 
 
-class _Residual(nn.Module):
-    """A_l = A_{l-1} + V_l relu(A_{l-1}) + b_l (two blocks), then the identity read-out: outputs = A_2ᵀ."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        torch.manual_seed(4)
-        self.blocks = nn.ModuleList([nn.Linear(3, 3) for _ in range(2)])
-        self.stream = nn.ModuleList([nn.Identity() for _ in range(3)])
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        a = self.stream[0](x)
-        for block, out in zip(self.blocks, self.stream[1:]):
-            a = out(a + block(torch.relu(a)))
-        return a
-
-
 def test_hamiltonian_momenta_follow_the_backward_closed_form():
     """At the output, with C = ‖Y − A_L‖²_F/N and an identity read-out, B_L = (2/(λN))(Y − A_L) ([E-BWD] of spec
     002 §2.4); −2H/L̃ = 2⟨B, A⟩ − ‖Bσ(A)ᵀ‖² (Eq. (1) of seed 002) computed here by hand."""
-    model = _Residual()
+    model = Residual()
     x, y = torch.randn(9, 3, generator=torch.Generator().manual_seed(2)), torch.arange(9) % 3
     lam = 0.1
 

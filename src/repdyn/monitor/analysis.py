@@ -118,6 +118,17 @@ def _step_axis(ax: Any) -> None:
     ax.set_xlabel("training step")
 
 
+def _log_y(ax: Any, values: Any, label: str) -> None:
+    """A log y-axis when the values span more than a decade (else linear: a log axis over less than a decade
+    shows few, oddly written ticks), labelled accordingly."""
+    finite = np.asarray(values, dtype=float)
+    finite = finite[np.isfinite(finite) & (finite > 0)]
+    log = finite.size > 1 and finite.max() / finite.min() > 10
+    if log:
+        ax.set_yscale("log")
+    ax.set_ylabel(f"{label} (log scale)" if log else label)
+
+
 def _change(first: float, last: float) -> str:
     return f"from {first:.3g} to {last:.3g}"
 
@@ -174,8 +185,7 @@ def probe_accuracy(recording: Recording) -> Section:
     fig, (ax1, ax2) = _figure(2)
     for marker, name in zip("o^", names):
         ax1.plot(steps, series[name], f"{marker}-", label=name)
-    ax1.set_yscale("log")
-    ax1.set_ylabel("probe loss (log scale)")
+    _log_y(ax1, np.concatenate([series[n] for n in names]), "probe loss")
     ax1.legend(fontsize=7)
     ax1.set_title("probe loss")
     ax2.plot(steps, accuracy, "s-", color="C2")
@@ -381,13 +391,15 @@ def elasticity(recording: Recording) -> Section:
     ax2.plot(steps, beta, "s-", label="β̂")
     ax2.set_title("strengths (step derivatives)", fontsize=9)
     ax2.set_ylabel("α̂, β̂ per step")
-    ax3.semilogy(steps, nc1, "o-", label="logits")
+    ax3.plot(steps, nc1, "o-", label="logits")
+    drawn = [np.asarray(nc1)]
     if "nc_within_between" in recording:
         for l, layer in enumerate(recording.meta["layers"]):
-            ax3.semilogy(steps, recording["nc_within_between"][:, l], "s-", label=layer)
+            ax3.plot(steps, recording["nc_within_between"][:, l], "s-", label=layer)
+        drawn.append(recording["nc_within_between"].ravel())
     ax3.axhline(THRESHOLDS["nc1_collapsed"], color="grey", ls=":", lw=1)
-    ax3.set_title("NC1 = Tr(Σ_W Σ_B⁺)/C", fontsize=9)
-    ax3.set_ylabel("NC1 (log scale)")
+    ax3.set_title("NC1 = Tr(Σ_W Σ_B⁺)/C (dotted: 1)", fontsize=9)
+    _log_y(ax3, np.concatenate(drawn), "NC1")
     for ax in (ax1, ax2, ax3):
         _step_axis(ax)
         ax.legend(fontsize=7)
@@ -597,11 +609,11 @@ def compare(runs: list[tuple[str, Recording, Analysis]]) -> Section:
     panels: list[tuple[str, str, Any]] = [
         ("probe accuracy", "probe accuracy", lambda a, r: (a.tables["training"]["step"],
                                                            a.tables["training"]["probe accuracy"])),
-        ("probe loss", "probe loss (log scale)", lambda a, r: (a.tables["training"]["step"],
+        ("probe loss", "probe loss", lambda a, r: (a.tables["training"]["step"],
                                                                a.tables["training"][a.summary["probe_loss"]])),
         ("kernel-label alignment", "centred alignment", lambda a, r: (a.tables["ntk"]["step"],
                                                                       a.tables["ntk"]["kernel alignment"])),
-        ("NC1 at the last layer", "NC1 (log scale)", lambda a, r: (r.steps, r["nc_within_between"][:, -1])),
+        ("NC1 at the last layer", "NC1", lambda a, r: (r.steps, r["nc_within_between"][:, -1])),
         ("effective rank at the last layer", "effective rank", lambda a, r: (r.steps, r["effective_rank"][:, -1])),
     ]
     drawn = []
@@ -619,10 +631,11 @@ def compare(runs: list[tuple[str, Recording, Analysis]]) -> Section:
         for ax, (title, ylabel, curves) in zip(axes, drawn):
             for c, (label, x, y) in enumerate(curves):
                 ax.plot(np.asarray(x), np.asarray(y), "o-", ms=3, color=f"C{c}", label=label)
-            if "log scale" in ylabel:
-                ax.set_yscale("log")
+            if ylabel in ("probe loss", "NC1"):
+                _log_y(ax, np.concatenate([np.asarray(y, dtype=float) for _, _, y in curves]), ylabel)
+            else:
+                ax.set_ylabel(ylabel)
             ax.set_title(title, fontsize=9)
-            ax.set_ylabel(ylabel)
             _step_axis(ax)
             ax.legend(fontsize=7)
         section.figures["runs overlaid"] = _png(fig)
