@@ -21,6 +21,18 @@ from repdyn.monitor.monitor import IncompleteRecordingWarning
 
 EPOCHS = 2
 TOTAL = EPOCHS * 3  # 96 training points in batches of 32
+REPORTS: dict[str, Any] = {}
+"""The reports of the runs trained in this file, rendered in Chromium by its last test."""
+
+
+def _report(framework: str, kind: str, path: Any, out: Any) -> None:
+    from repdyn.monitor.report import write_monitor_report
+
+    index = write_monitor_report(path, out)
+    html = index.read_text()
+    assert all(f'id="{key}"' in html for key in ("training", "ntk", "elasticity", "representations"))
+    assert "covers 100 % of training" in html
+    REPORTS[f"{framework}-{kind}"] = index
 
 
 def _lightning() -> Any:
@@ -69,6 +81,7 @@ def _fit_lightning(script: Script, root: Any, callback: Any) -> Any:
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::UserWarning:pytorch_lightning")
 @pytest.mark.filterwarnings("ignore::UserWarning:lightning")
+@pytest.mark.filterwarnings("ignore:`isinstance(treespec, LeafSpec)` is deprecated")
 @pytest.mark.parametrize("kind", KINDS)
 def test_lightning_callback_records_all_of_training_into_the_log_dir(kind, tmp_path):
     pl = _lightning()
@@ -93,6 +106,7 @@ def test_lightning_callback_records_all_of_training_into_the_log_dir(kind, tmp_p
     with open(next(__import__("pathlib").Path(trainer.log_dir).glob("metrics.csv"))) as handle:
         rows = [r for r in csv.DictReader(handle) if r.get("repdyn/probe_accuracy")]
     assert [int(r["step"]) for r in rows] == recording.steps.tolist()  # the trainer's logger got every recording
+    _report("lightning", kind, callback.path, tmp_path / "report")
 
 
 class _Hf:
@@ -171,6 +185,7 @@ def test_hf_callback_records_all_of_training_of_a_pretrained_model(kind, tmp_pat
     assert callback.path == tmp_path / "runs" / "monitor" / "run.npz"
     assert recording.steps[0] == 0 and recording.steps[-1] == TOTAL and recording.meta["coverage"] == 1.0
     assert recording.meta["model"] == "TinyModel" and recording["ntk"].shape[1:] == (8, 8)
+    _report("hf", kind, callback.path, tmp_path / "report")
 
 
 def test_scalars_reach_tensorboard_event_files(tmp_path):
@@ -257,3 +272,14 @@ def test_scalars_reach_an_offline_wandb_run(tmp_path, monkeypatch):
     logged = [h for h in history if "repdyn/nc1/3" in h]
     assert [int(h["_step"]) for h in logged] == monitor.recording().steps.tolist()
     assert float(logged[-1]["repdyn/nc1/3"]) == pytest.approx(last["repdyn/nc1/3"])
+
+
+@pytest.mark.browser
+def test_reports_of_the_framework_runs_render_in_chromium(browser, tmp_path):
+    """Last in this file: the reports written by the Lightning and Hugging Face tests above, in Chromium."""
+    from report_browser import check_report_in_browser
+
+    if not REPORTS:
+        pytest.skip("no framework run in this session (the Lightning / Hugging Face tests above write the reports)")
+    for name, index in REPORTS.items():
+        check_report_in_browser(browser, index, tmp_path / f"{name}.png")

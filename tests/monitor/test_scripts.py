@@ -136,3 +136,27 @@ def test_token_id_transformer_ntk_matches_the_jacobian_method():
 
     expected = empirical_ntk(model, tokens[monitor.ntk_index], method="jacobian").double().numpy()
     np.testing.assert_allclose(monitor.recording()["ntk"][0], expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.browser
+def test_reports_of_the_three_scripts_and_their_comparison_render_in_chromium(browser, tmp_path):
+    from repdyn.monitor.report import write_monitor_report
+    from report_browser import check_report_in_browser
+
+    paths = []
+    for kind in KINDS:
+        monitor = plain_loop(make(kind), 2, {"n_records": 5, "ntk_points": 8, "name": kind})
+        paths.append(monitor.save(tmp_path / "runs"))
+        index = write_monitor_report(paths[-1], tmp_path / f"{kind}-report")
+        check_report_in_browser(browser, index, tmp_path / f"{kind}.png")
+        sections = browser.execute_script("return Array.from(document.querySelectorAll('section')).map(s => s.id)")
+        assert sections == ["training", "ntk", "elasticity", "representations"]  # two_point: not under CE
+        verdicts = browser.execute_script("return Array.from(document.querySelectorAll('ul.verdicts li'))"
+                                          ".map(li => li.className)")
+        assert verdicts[0] == "good" and len(verdicts) >= 6  # "covers 100 % of training" first
+        omitted = browser.execute_script("return document.querySelector('[data-measure=two_point]').innerText")
+        assert "cross-entropy" in omitted
+    index = write_monitor_report(paths, tmp_path / "comparison")
+    check_report_in_browser(browser, index, tmp_path / "comparison.png")
+    sections = browser.execute_script("return Array.from(document.querySelectorAll('section')).map(s => s.id)")
+    assert sections[0] == "comparison" and len(sections) == 1 + 3 * 4
