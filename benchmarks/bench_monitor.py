@@ -5,10 +5,11 @@ encoder on token ids (examples/transformer_monitor.py, cross-entropy, AdamW, 10 
 For each example one fresh subprocess trains plain, monitored, plain, monitored, ... (same seed, so the same model
 and data order); the fastest run of each kind is compared (so the first monitored run's one-time torch.func set-up
 is left out), in wall time and in the process's CPU time (user + system; one torch thread), which other jobs on a
-shared machine disturb less. The timed span is the whole training function: data, model, the Monitor's
-construction and checks, the loop with its recordings; the monitored runs also save the recording. torch.func's first use imports torch._dynamo, a one-time cost of the process that the Monitor pays at
-construction (its NTK check): it is imported and timed before the first run and reported apart. Peak memory:
-max RSS after the plain runs minus the RSS after imports, and the further rise during the monitored runs.
+shared machine disturb less. The timed span is the whole training function: data, model, the Monitor's construction
+and checks, the loop with its recordings; the monitored runs also save the recording. torch.func's first use
+imports torch._dynamo, a one-time cost of the process that the Monitor pays at construction (its NTK check): it is
+imported and timed before the first run and reported apart. Peak memory: max RSS after the plain runs minus the RSS
+after imports, and the further rise during the monitored runs.
 """
 
 from __future__ import annotations
