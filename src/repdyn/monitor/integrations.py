@@ -18,8 +18,10 @@ callback is made.
 
 from __future__ import annotations
 
+import importlib
 import math
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,15 +29,16 @@ from repdyn.monitor.monitor import Monitor
 
 
 def _lightning() -> Any:
-    try:
-        import lightning.pytorch as pl
-    except ImportError:
+    """The Lightning package whose Trainer will take the callback: the one the user has imported already
+    (``lightning.pytorch`` or the standalone ``pytorch_lightning``; a Trainer refuses the other's callbacks),
+    else whichever is installed."""
+    imported = [name for name in ("lightning.pytorch", "pytorch_lightning") if name in sys.modules]
+    for name in [*imported, "lightning.pytorch", "pytorch_lightning"]:
         try:
-            import pytorch_lightning as pl
+            return importlib.import_module(name)
         except ImportError:
-            raise ImportError("the Lightning callback needs PyTorch Lightning: pip install 'repdyn[lightning]'"
-                              ) from None
-    return pl
+            continue
+    raise ImportError("the Lightning callback needs PyTorch Lightning: pip install 'repdyn[lightning]'")
 
 
 class _Attached:
