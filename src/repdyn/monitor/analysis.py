@@ -415,15 +415,18 @@ def elasticity(recording: Recording) -> Section:
     series = recording["nc_within_between"][:, -1] if last_layer is not None else np.asarray(nc1)
     where = f"layer {last_layer}" if last_layer is not None else "the logits"
     limit = THRESHOLDS["nc1_collapsed"]
-    if series[-1] < limit <= series[0] or (series[-1] < limit and series[-1] < series[0]):
-        section.verdicts.append(("good", f"NC1 at {where} fell {_change(series[0], series[-1])}, below {limit:g}: the "
-                                         "classes collapse onto their means (neural collapse, seed 004)"))
-    elif series[-1] < series[0]:
-        section.verdicts.append(("info", f"NC1 at {where} fell {_change(series[0], series[-1])} but stays above "
-                                         f"{limit:g}: no collapse yet"))
+    first, last = float(series[0]), float(series[-1])
+    if last < limit:
+        trend = ("and falling: the classes collapse onto their means (neural collapse, seed 004)" if last < first
+                 else "already at the first recording, not through training")
+        section.verdicts.append(("good", f"NC1 at {where} is {last:.3g} (from {first:.3g}), below {limit:g}: the "
+                                         f"classes are tighter than their separation, {trend}"))
+    elif last < first:
+        section.verdicts.append(("info", f"NC1 at {where} fell {_change(first, last)} but stays above {limit:g}: no "
+                                         "collapse yet"))
     else:
-        section.verdicts.append(("warn", f"NC1 at {where} did not fall ({_change(series[0], series[-1])}): the "
-                                         "classes do not separate at this layer"))
+        section.verdicts.append(("warn", f"NC1 at {where} did not fall ({_change(first, last)}) and stays above "
+                                         f"{limit:g}: the classes do not separate at this layer"))
     if np.isfinite(gamma[-1]):
         section.verdicts.append(("good" if gamma[-1] > 0 else "info",
                                  f"separation rate γ̂ = {gamma[-1]:.3g} at the last step: "
