@@ -29,6 +29,14 @@ def _probe(n: int = 24) -> tuple[torch.Tensor, torch.Tensor]:
 
 def test_import_repdyn_is_lazy_and_exports_monitor():
     assert repdyn.Monitor is Monitor
+    import subprocess
+    import sys
+
+    frameworks = ("pytorch_lightning", "lightning", "transformers", "wandb", "tensorboard")
+    code = ("import sys, repdyn, repdyn.monitor, repdyn.monitor.integrations, repdyn.monitor.sinks; "
+            f"print([m for m in {frameworks!r} if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"  # the optional frameworks are imported only when a callback or sink is made
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
@@ -43,6 +51,13 @@ def test_import_repdyn_is_lazy_and_exports_monitor():
     ({"measures": ["rank", "curvature"]}, r"unknown measure\(s\) \['curvature'\]"),
     ({"pairs": [(0, 0)]}, r"pairs must hold two different indices in \[0, 24\)"),
     ({"pairs": [(0, 30)]}, r"pairs must hold two different indices"),
+    ({"loss_kind": "hinge"}, r"loss_kind='hinge'; allowed: cross_entropy, squared_error, other"),
+    ({"every_n_steps": 5, "schedule": [0, 5]}, r"give either schedule= or every_n_steps=, not both"),
+    ({"every_n_steps": 0}, r"every_n_steps=0 must be an integer >= 1"),
+    ({"total_steps": 10, "schedule": [0, 20]}, r"schedule steps must lie in \[0, total_steps=10\], got \[20\]"),
+    ({"select": {"3": 0}}, r"select names layer\(s\) \['3'\] that are not among layers=\['1'\]"),
+    ({"output_fn": lambda out: out[:, :, None]}, r"it returned \(2, 3, 1\) .* pass output_fn to turn its output"),
+    ({"on_record": 3}, r"on_record must be a function sink\(scalars, step\)"),
 ])
 def test_bad_input_is_refused_before_training(kwargs, message):
     x, y = _probe()

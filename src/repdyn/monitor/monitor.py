@@ -222,10 +222,10 @@ class Monitor:
             if fn is not None and not callable(fn):
                 raise ValueError(f"{label} must be a function, got {type(fn).__name__}")
         self.forward_fn, self.output_fn = forward_fn, output_fn
-        self.sinks: list[Sink] = ([] if on_record is None else [on_record] if callable(on_record)
-                                  else list(on_record))
-        if not all(callable(s) for s in self.sinks):
+        sinks = [] if on_record is None else [on_record] if callable(on_record) else on_record
+        if not isinstance(sinks, Sequence) or not all(callable(s) for s in sinks):
             raise ValueError("on_record must be a function sink(scalars, step) or a list of them")
+        self.sinks: list[Sink] = list(sinks)
 
         if isinstance(probe_inputs, Tensor) and (probe_inputs.dim() < 2 or probe_inputs.shape[0] < 2):
             raise ValueError(f"probe_inputs must be a tensor (n, ...) of n >= 2 model inputs, got "
