@@ -581,6 +581,10 @@ def analyze(recording: Recording | str | os.PathLike[str]) -> Analysis:
             tables[name] = pandas.DataFrame(rows)
     meta = recording.meta
     verdicts = [("run", level, text) for level, text in run_verdicts(recording)]
+    names = {"two_point": "the two-point theory (seed 000)"}
+    verdicts += [("run", "warn", f"{names.get(m, m)} does not apply to this run's loss "
+                                 f"({meta.get('loss_kind')}): its section is left out (reason below)")
+                 for m in omitted]
     verdicts += [(s.key, level, text) for s in sections for level, text in s.verdicts]
     summary: dict[str, Any] = {"name": meta["name"], "model": meta.get("model"), "loss_kind": meta.get("loss_kind"),
                                "total_steps": meta.get("total_steps"), "last_step": int(recording.steps[-1]),

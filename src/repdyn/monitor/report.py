@@ -87,14 +87,11 @@ def write_monitor_report(recording: RecordingLike | Sequence[RecordingLike], out
     summaries = {label: _jsonable(a.summary) for label, a in zip(labels, analyses)}
     atomic_write_text(out / "summary.json", json.dumps(summaries[labels[0]] if single else summaries, indent=1,
                                                        ensure_ascii=False))
-    sections = []
-    if not single:
-        sections.append(_section(compare(list(zip(labels, recordings, analyses)))))
+    comparison = None if single else _section(compare(list(zip(labels, recordings, analyses))))
     runs = []
     for i, (label, rec, analysis, source) in enumerate(zip(labels, recordings, analyses, sources)):
         prefix = "" if single else f"run{i + 1}-"
         run_sections = [_section(s, prefix, None if single else label) for s in analysis.sections]
-        sections.extend(run_sections)
         meta = rec.meta
         runs.append({"label": label, "meta": meta, "source": source, "steps": rec.steps.tolist(),
                      "record_seconds": float(rec["record_seconds"].sum()), "prefix": prefix,
@@ -104,7 +101,7 @@ def write_monitor_report(recording: RecordingLike | Sequence[RecordingLike], out
     title = (f"repdyn monitor: {recordings[0].meta['name']}" if single
              else f"repdyn monitor: {len(recordings)} runs ({', '.join(labels)})")
     html = ENVIRONMENT.get_template("monitor.html").render(
-        title=title, version=repdyn.__version__, runs=runs, single=single, sections=sections,
+        title=title, version=repdyn.__version__, runs=runs, single=single, comparison=comparison,
         generated=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
     index = out / "index.html"
     atomic_write_text(index, html)
