@@ -114,7 +114,7 @@ def default_output(output: Any) -> Any:
     return logits if isinstance(logits, Tensor) else output
 
 
-def _layer_name(model: nn.Module, layer: str | nn.Module, names: dict[int, str]) -> str:
+def _layer_name(layer: str | nn.Module, names: dict[int, str]) -> str:
     if isinstance(layer, nn.Module):
         if id(layer) not in names:
             raise ValueError(f"layer {type(layer).__name__} is not a submodule of the model; pass a module of "
@@ -211,9 +211,9 @@ class Monitor:
         names = {id(m): n for n, m in model.named_modules() if n}
         if isinstance(layers, str | nn.Module):
             layers = [layers]
-        self.layers = check_layers(model, [_layer_name(model, layer, names) for layer in layers])
+        self.layers = check_layers(model, [_layer_name(layer, names) for layer in layers])
         self.pair_layer = (self.layers[-1] if pair_layer is None
-                           else check_layers(model, [_layer_name(model, pair_layer, names)])[0])
+                           else check_layers(model, [_layer_name(pair_layer, names)])[0])
         self._selectors = self._check_select(select, names)
         if not name or any(c in name for c in "/\\") or name.startswith("."):
             raise ValueError(f"name={name!r} must be a non-empty file name without '/'")
@@ -328,7 +328,7 @@ class Monitor:
             return {}
         if not isinstance(select, Mapping):
             return {name: select for name in taps}
-        chosen = {_layer_name(self.model, k, names): v for k, v in select.items()}
+        chosen = {_layer_name(k, names): v for k, v in select.items()}
         extra = [k for k in chosen if k not in taps]
         if extra:
             raise ValueError(f"select names layer(s) {extra} that are not among layers={self.layers}")
