@@ -14,7 +14,9 @@ def check_report_in_browser(driver, index: Path, screenshot: Path) -> list[dict]
     assert all(image["done"] and image["w"] > 0 for image in images), images
     rows = driver.execute_script(
         "return Array.from(document.querySelectorAll('#claims tbody tr')).map(r => ({"
-        "claim: r.dataset.claim, status: r.cells[0].innerText.trim()}))")
+        "claim: r.dataset.claim, verdict: r.cells[0].innerText.trim().split('\\n')[0], "
+        "claim_text: r.cells[2].innerText, estimate: r.cells[3].innerText, control: r.cells[4].innerText, "
+        "note: r.cells[6].innerText}))")
     driver.save_screenshot(str(screenshot))
     assert screenshot.stat().st_size > 0
     return rows

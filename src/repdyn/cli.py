@@ -1,5 +1,7 @@
-"""The ``repdyn`` command. Exit codes: 0 every evaluated claim passes, 1 a claim fails (named) or a run
-crashed, 2 bad input (one line naming the value and what is allowed; nothing written)."""
+"""The ``repdyn`` command. Exit codes: 0 when every evaluated claim's verdict is the one recorded in code
+(reproduced, or a documented not reproduced), 1 when any differs (named: a regression, an unexpected reproduction,
+an inconclusive or vacuous claim), a run crashed, a write failed (a full disk; the folder is named) or ``verify``
+quarantined a corrupt run, 2 bad input (one line naming the value and what is allowed; nothing written)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from repdyn.experiments.config import ConfigError, describe_fields, parse_assignments
 from repdyn.runtime import registry
+from repdyn.runtime.atomic import WriteError
 from repdyn.runtime.reproduce import Plan, analyse, execute, load_plan, plan
 from repdyn.runtime.tasks import TaskFailed
 
@@ -41,7 +44,7 @@ def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
         except ConfigError as error:
             typer.echo(f"error: {error}", err=True)
             raise typer.Exit(2) from None
-        except TaskFailed as error:
+        except (TaskFailed, WriteError) as error:
             typer.echo(f"error: {error}", err=True)
             raise typer.Exit(1) from None
         except KeyboardInterrupt:
@@ -65,26 +68,27 @@ def _execute_with_progress(plan_: Plan, jobs: int, cluster: str | None, force: b
         execute(plan_, jobs=jobs, cluster=cluster, force=force, on_done=on_done, on_start=on_start)
 
 
-def _finish(plan_: Plan, as_json: bool) -> None:
-    from repdyn.report.render import write_report
+def _finish(plan_: Plan, as_json: bool, *, recompute: bool = True) -> None:
+    from repdyn.report.render import verdict_counts, write_report
 
-    outcomes = analyse(plan_)
+    outcomes = analyse(plan_, recompute=recompute)
     index = write_report(plan_.out, outcomes, scale=plan_.scale, seed=plan_.seed, device=plan_.device)
     claims = [c for o in outcomes for c in o.claims]
-    failed = [c for c in claims if c.status == "FAIL"]
-    passed = sum(c.passed for c in claims)
-    skipped = sum(c.skipped for c in claims)
+    differ = [c for c in claims if not c.as_recorded]
+    counts = verdict_counts(claims)
     if as_json:
-        print(json.dumps({"report": str(index), "passed": passed, "skipped": skipped, "total": len(claims),
-                          "failed": [f"{c.experiment}:{c.id}" for c in failed],
+        print(json.dumps({"report": str(index), "verdicts": counts, "total": len(claims),
+                          "differ": [f"{c.experiment}:{c.id}" for c in differ],
                           "claims": [c.to_json() for c in claims]}, indent=2))
     else:
-        print(f"{passed} of {len(claims)} claims pass" + (f" ({skipped} skipped)" if skipped else ""))
-        for claim in failed:
-            print(f"FAIL {claim.experiment}:{claim.id}: measured {claim.measured}, expected {claim.expected}"
-                  f"{' (' + claim.note + ')' if claim.note else ''}")
+        print(f"{len(claims)} claims: " + ", ".join(f"{n} {verdict}" for verdict, n in counts.items() if n))
+        for claim in differ:
+            interval = "" if claim.estimate is None else \
+                f" {claim.estimate:.4g} [{claim.ci_low:.4g}, {claim.ci_high:.4g}] over {claim.n_seeds} seed(s);"
+            print(f"{claim.verdict.upper()} (recorded: {claim.recorded}) {claim.experiment}:{claim.id}:{interval} "
+                  f"expected {claim.expected}{' (' + claim.note + ')' if claim.note else ''}")
         print(f"report: {index.resolve()}")
-    if failed:
+    if differ:
         raise typer.Exit(1)
 
 
@@ -95,16 +99,19 @@ def list_experiments(as_json: bool = JsonOpt) -> None:
     experiments = registry.all_experiments()
     if as_json:
         print(json.dumps([{
-            "name": e.name, "title": e.title, "seed": e.seed, "source": e.source,
+            "name": e.name, "title": e.title, "paper": e.paper, "source": e.source,
             "settings": [name for name, _, _ in describe_fields(e.Config)],
-            "claims": [{"id": c.id, "statement": c.statement, "source": c.source,
-                        "expected": c.expectation.describe()} for c in e.claims],
+            "claims": [{"id": c.id, "statement": c.statement, "source": c.source, "quote": c.quote,
+                        "expected": c.expectation.describe(), "band_reason": c.band_reason,
+                        "recorded": c.recorded} for c in e.claims],
         } for e in experiments.values()], indent=2))
         return
     for e in experiments.values():
-        print(f"{e.name}  [seed {e.seed}, {e.source}]  {e.title}")
+        print(f"{e.name}  [paper {e.paper}, {e.source}]  {e.title}")
         for c in e.claims:
             print(f"    {c.id}: {c.statement}  (expected {c.expectation.describe()}; {c.source})")
+            if c.quote:
+                print(f"        “{c.quote}”")
 
 
 @app.command()
@@ -142,7 +149,26 @@ def reproduce(scale: str = ScaleOpt,
 def report(folder: Path = typer.Argument(..., help="A folder written by `repdyn reproduce` or `repdyn run`"),
            as_json: bool = JsonOpt) -> None:
     """Re-render a report from stored results (no run is recomputed)."""
-    _finish(load_plan(folder), as_json)
+    _finish(load_plan(folder), as_json, recompute=False)
+
+
+@app.command()
+@user_errors
+def verify(folder: Path = typer.Argument(..., help="A folder written by `repdyn reproduce` or `repdyn run` "
+                                                   "(or its runs/ store)")) -> None:
+    """Check every stored run against its checksum; move corrupt ones to runs/.quarantine (exit 1 if any)."""
+    from repdyn.runtime.store import QUARANTINE, ResultStore
+
+    store = ResultStore(folder / "runs" if (folder / "runs").is_dir() else folder)
+    if not any(store.stored_keys()):
+        raise ConfigError(f"{folder}: no stored runs here; give the --out folder of `repdyn reproduce` or `repdyn run`")
+    intact, quarantined = store.verify()
+    print(f"{intact + len(quarantined)} stored runs in {store.root}: {intact} intact, {len(quarantined)} quarantined"
+          + (f" (moved to {store.root / QUARANTINE}; `repdyn reproduce` recomputes them)" if quarantined else ""))
+    for path in quarantined:
+        print(f"quarantined {path}")
+    if quarantined:
+        raise typer.Exit(1)
 
 
 @app.command()

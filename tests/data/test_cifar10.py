@@ -1,6 +1,8 @@
 """CIFAR-10 python-batch reader: real format round trip and refusal of a malicious pickle."""
 
 import pickle
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -60,3 +62,42 @@ def test_wrong_structure_and_missing_folder(tmp_path):
         cifar10.read_batch(path)
     with pytest.raises(FileNotFoundError, match="cifar-10-batches-py"):
         cifar10.load_cifar10(tmp_path)
+
+
+def test_check_cifar10_folder_accepts_a_good_folder(folder):
+    cifar10.check_cifar10_folder(folder)
+
+
+def test_check_cifar10_folder_names_what_is_wrong(folder, tmp_path):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        cifar10.check_cifar10_folder(folder / "missing")
+    (folder / "data_batch_3").unlink()
+    with pytest.raises(FileNotFoundError, match="lacks data_batch_3: point it at 'cifar-10-batches-py'"):
+        cifar10.check_cifar10_folder(folder)
+    (folder / "data_batch_3").write_bytes(b"GIF89a not a pickle")
+    with pytest.raises(cifar10.CifarFormatError, match="data_batch_3 is not a CIFAR-10 python batch"):
+        cifar10.check_cifar10_folder(folder)
+    with open(folder / "data_batch_1", "wb") as fh:
+        pickle.dump({b"data": _Exploit(), b"labels": [0]}, fh, protocol=2)
+    with pytest.raises(cifar10.CifarFormatError, match="data_batch_1: refusing to load global"):
+        cifar10.check_cifar10_folder(folder)
+
+
+@pytest.mark.parametrize("damage", ["empty", "malicious"])
+def test_a_wrong_or_malicious_cifar_folder_is_rejected_at_planning_with_exit_2(folder, tmp_path_factory, cli_env,
+                                                                                damage):
+    if damage == "empty":
+        folder = tmp_path_factory.mktemp("empty")
+        expected = f"CIFAR-10 folder {folder} lacks data_batch_1, data_batch_2"
+    else:
+        with open(folder / "data_batch_1", "wb") as fh:
+            pickle.dump({b"data": _Exploit(), b"labels": [0]}, fh, protocol=2)
+        expected = f"{folder / 'data_batch_1'}: refusing to load global posix.system from a CIFAR-10 batch"
+    out = tmp_path_factory.mktemp("cli") / "out"
+    done = subprocess.run([sys.executable, "-m", "repdyn", "run", "elastic_sde.cifar", "--scale", "smoke", "--set",
+                           f"data_dir={folder}", "--out", str(out)], capture_output=True, text=True, env=cli_env,
+                          timeout=300)
+    assert done.returncode == 2
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+    assert done.stderr.startswith(f"error: elastic_sde.cifar: data_dir='{folder}': {expected}")
+    assert not out.exists()

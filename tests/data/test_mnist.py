@@ -1,10 +1,12 @@
 import gzip
 import struct
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
-from repdyn.data.mnist import load_mnist, read_idx
+from repdyn.data.mnist import check_mnist_folder, load_mnist, read_idx
 
 
 def write_idx(path, array, compress=False):
@@ -55,3 +57,54 @@ def test_clear_errors(folder, tmp_path_factory):
     write_idx(path / "t10k-labels.idx1-ubyte", labels[:2])
     with pytest.raises(ValueError, match="3 images but 2 labels"):
         load_mnist(path, "test")
+
+
+def test_check_mnist_folder_accepts_a_good_folder_without_loading_it(folder):
+    path, _, _ = folder
+    check_mnist_folder(path)
+    check_mnist_folder(path, ("train",), n=7)
+
+
+def test_check_mnist_folder_names_what_is_wrong(folder, tmp_path_factory):
+    path, images, labels = folder
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        check_mnist_folder(path / "missing")
+    with pytest.raises(FileNotFoundError, match="no MNIST file train-images-idx3-ubyte"):
+        check_mnist_folder(tmp_path_factory.mktemp("empty"))
+    with pytest.raises(ValueError, match="fewer than the 8 asked for"):
+        check_mnist_folder(path, ("train",), n=8)
+    with pytest.raises(ValueError, match="split='validation'"):
+        check_mnist_folder(path, ("validation",))
+    raw = path / "t10k-images.idx3-ubyte"
+    raw.write_bytes(raw.read_bytes()[:-5])  # a partial copy: the header announces more than the file holds
+    with pytest.raises(ValueError, match="t10k-images.idx3-ubyte: IDX header announces shape"):
+        check_mnist_folder(path)
+    check_mnist_folder(path, ("train",))  # the test split is not needed here
+    gz = path / "train-images-idx3-ubyte.gz"
+    gz.write_bytes(gz.read_bytes()[:-20])
+    with pytest.raises(ValueError, match="train-images-idx3-ubyte.gz is not a readable IDX file"):
+        check_mnist_folder(path, ("train",))
+    gz.write_bytes(b"\x00\x00\x08")
+    with pytest.raises(ValueError, match="not a readable IDX file"):
+        check_mnist_folder(path, ("train",))
+    write_idx(gz.with_suffix(""), images)
+    gz.unlink()
+    write_idx(path / "train-labels-idx1-ubyte", labels[:5])
+    with pytest.raises(ValueError, match="7 images but 5 labels"):
+        check_mnist_folder(path, ("train",))
+
+
+@pytest.mark.parametrize(("experiment", "setting"), [("compression.real_images", "data_dir"),
+                                                     ("effective_theory.digits", "data_folder")])
+def test_a_broken_mnist_folder_is_rejected_at_planning_with_exit_2(folder, tmp_path_factory, cli_env, experiment,
+                                                                    setting):
+    path, _, _ = folder
+    (path / "train-labels-idx1-ubyte").write_bytes(b"not an IDX file")
+    out = tmp_path_factory.mktemp("cli") / "out"
+    done = subprocess.run([sys.executable, "-m", "repdyn", "run", experiment, "--scale", "smoke", "--set",
+                           f"{setting}={path}", "--out", str(out)], capture_output=True, text=True, env=cli_env,
+                          timeout=300)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (f"error: {experiment}: {setting}='{path}': {path / 'train-labels-idx1-ubyte'} is "
+                                   "not an IDX file (bad magic number 6e6f7420)")
+    assert not out.exists()

@@ -1,34 +1,127 @@
+"""Claims and verdicts: intervals over seeds, the expectation's relation to them, controls, documented
+disagreements."""
+
 import math
 
-from repdyn.experiments.claims import ClaimSpec, CloseTo, Holds, InRange, Measured, at_least, at_most, evaluate
+import numpy as np
+import pytest
+from scipy import stats
+
+from repdyn.experiments.claims import (
+    ClaimSpec,
+    CloseTo,
+    Control,
+    Disagreement,
+    Holds,
+    InRange,
+    Measured,
+    at_least,
+    at_most,
+)
+from repdyn.experiments.verdicts import MIN_SEEDS, evaluate, interval, skip
+
+CONTROL = Control("untrained", {"steps": 0})
+EVIDENCE = Disagreement("width 500", "0.08 [0.07, 0.09], 5 seeds", "step size", "docs/reproduction/000.md")
 
 
-def test_range_bounds_are_inclusive_and_nan_fails():
-    assert InRange(0.4, 0.6).check(0.4) and InRange(0.4, 0.6).check(0.6)
-    assert not InRange(0.4, 0.6).check(0.61)
-    assert not at_least(1.0).check(math.nan)
+def spec(expectation=at_most(1.0), **kwargs) -> ClaimSpec:
+    return ClaimSpec("c", "statement", "seed 000, Fig. 1", expectation, **kwargs)
+
+
+def test_range_relates_whole_intervals_and_nan_violates():
+    band = InRange(0.4, 0.6)
+    assert band.relate(0.4, 0.6) == "satisfied" and band.relate(0.61, 0.7) == "violated"
+    assert band.relate(0.5, 0.65) == "straddles" and band.relate(0.1, 0.9) == "straddles"
+    assert band.relate(math.nan, math.nan) == "violated" and not at_least(1.0).check(math.nan)
     assert at_most(2.0).describe() == "≤ 2" and at_least(1.0).describe() == "≥ 1"
 
 
-def test_close_to_uses_absolute_plus_relative_tolerance():
+def test_close_to_is_the_band_of_its_tolerance():
     expectation = CloseTo(10.0, rtol=0.1, atol=0.5)
-    assert expectation.check(11.5) and not expectation.check(11.6)
+    assert expectation.bounds() == (8.5, 11.5) and expectation.check(11.5) and not expectation.check(11.6)
 
 
-def test_holds_requires_true():
-    assert Holds().check(True) and not Holds().check(False)
+def test_median_interval_is_the_percentile_bootstrap():
+    values = [0.1, 0.3, 0.2, 0.5, 0.4, 0.25, 0.35]
+    found = interval(spec(), values)
+    reference = stats.bootstrap((np.array(values),), np.median, confidence_level=0.9, method="percentile",
+                                n_resamples=4999, rng=np.random.default_rng(0)).confidence_interval
+    assert found.estimate == 0.3 and (found.low, found.high) == (reference.low, reference.high)
+    assert interval(spec(statistic="mean"), [1.0, 2.0, 3.0]).estimate == 2.0
+    assert interval(spec(), [2.0, 2.0, 2.0]) == interval(spec(), [2.0]) and interval(spec(), [2.0]).low == 2.0
 
 
-def test_evaluate_reports_failure_reason_without_value():
-    spec = ClaimSpec("c", "statement", "seed 000, Fig. 1", InRange(0, 1))
-    result = evaluate("exp", spec, None, "run 'a' diverged at step 3")
-    assert not result.passed and result.measured is None and "diverged" in result.note
-    ok = evaluate("exp", spec, Measured(0.5, "evidence"))
-    assert ok.passed and ok.measured == 0.5 and ok.note == "evidence"
-    assert ok.to_json()["expected"] == "in [0, 1]"
+def test_holds_uses_the_exact_binomial_interval_of_the_fraction():
+    found = interval(spec(Holds()), [True] * 5)
+    assert found.estimate == 1.0 and found.low == pytest.approx(0.05 ** (1 / 5)) and found.high == 1.0
+    assert evaluate("e", spec(Holds(), no_control="x"), [True] * 5).verdict == "reproduced"
+    assert evaluate("e", spec(Holds(), no_control="x"), [True] * 4).verdict == "inconclusive"  # 0.47 < 0.5
+    assert evaluate("e", spec(Holds(), no_control="x"), [False] * 5).verdict == "not reproduced"
+
+
+def test_verdicts_follow_the_interval():
+    assert evaluate("e", spec(), [0.1, 0.2, 0.3]).verdict == "reproduced"
+    assert evaluate("e", spec(), [1.1, 1.2, 1.3]).verdict == "not reproduced"
+    assert evaluate("e", spec(), [0.5, 1.5, 0.9, 1.2]).verdict == "inconclusive"
+    few = evaluate("e", spec(), [0.1] * (MIN_SEEDS - 1))
+    assert few.verdict == "inconclusive" and f"needs at least {MIN_SEEDS}" in few.note
+    exact = evaluate("e", spec(CloseTo(1.0, atol=1e-9), exact=True), 1.0 + 1e-12)
+    assert exact.verdict == "reproduced" and exact.statistic == "exact" and exact.n_seeds == 1
+
+
+def test_control_that_passes_too_makes_the_claim_vacuous():
+    claim = spec(control=CONTROL)
+    fails = evaluate("e", claim, [0.1, 0.2, 0.3], control=[5.0, 6.0, 7.0])
+    assert fails.verdict == "reproduced" and fails.control_verdict == "fails as it should"
+    assert fails.control_value == 6.0 and fails.as_recorded
+    vacuous = evaluate("e", claim, [0.1, 0.2, 0.3], control=[0.2, 0.3, 0.4])
+    assert vacuous.verdict == "vacuous" and vacuous.control_verdict == "passes too" and not vacuous.as_recorded
+    undecided = evaluate("e", claim, [0.1, 0.2, 0.3], control=[0.5, 1.5, 2.0])
+    assert undecided.verdict == "inconclusive" and undecided.control_verdict == "undecided"
+    missing = evaluate("e", claim, [0.1, 0.2, 0.3], control_failure="run 'x' diverged")
+    assert missing.verdict == "inconclusive" and "control not measured: run 'x' diverged" in missing.note
+
+
+def test_a_documented_disagreement_is_the_recorded_verdict_only_when_measured_so():
+    claim = spec(disagreement=EVIDENCE, no_control="x")
+    assert claim.recorded == "not reproduced"
+    assert evaluate("e", claim, [1.1, 1.2, 1.3]).as_recorded
+    assert not evaluate("e", claim, [0.1, 0.2, 0.3]).as_recorded  # an unexpected reproduction
+    assert not evaluate("e", claim, [0.5, 1.5, 0.9, 1.2]).as_recorded  # inconclusive is never documented
+    crashed = evaluate("e", claim, None, "analysis failed: boom")
+    assert crashed.verdict == "not reproduced" and not crashed.as_recorded and crashed.note == "analysis failed: boom"
+    assert "0.08 [0.07, 0.09]" in crashed.disagreement
+
+
+def test_evidence_and_controls_are_required_in_full():
+    with pytest.raises(ValueError, match="ruled_out"):
+        Disagreement("width 500", "0.08", " ", "docs/reproduction/000.md")
+    with pytest.raises(ValueError, match="override"):
+        Control("untrained", {})
+    with pytest.raises(ValueError, match="not both"):
+        spec(control=CONTROL, no_control="closed form")
+    with pytest.raises(ValueError, match="exact"):
+        spec(control=CONTROL, exact=True)
+
+
+def test_measured_takes_scalars_arrays_and_booleans():
+    assert Measured(np.float32(0.5)).values == (0.5,)
+    assert Measured(np.array([1, 2])).values == (1.0, 2.0)
+    assert Measured(np.array([True, False])).values == (True, False)
+
+
+def test_json_carries_every_field_of_the_verdict():
+    result = evaluate("e", spec(control=CONTROL, quote="q", band_reason="why"), [0.1, 0.2, 0.3],
+                      control=[5.0, 6.0, math.inf])
+    data = result.to_json()
+    for key in ("verdict", "estimate", "ci_low", "ci_high", "n_seeds", "control_value", "quote", "band_reason",
+                "disagreement", "values", "recorded"):
+        assert key in data
+    assert (data["n_seeds"], data["quote"], data["control_ci"][1]) == (3, "q", "inf")
+    assert skip("e", spec(), "no data").to_json()["verdict"] == "skipped"
 
 
 def test_depends_on_matches_label_prefixes():
-    spec = ClaimSpec("c", "s", "src", Holds(), depends_on=("gain=0.1",))
-    assert spec.depends_on_run("gain=0.1/seed=2") and not spec.depends_on_run("gain=1")
-    assert ClaimSpec("d", "s", "src", Holds()).depends_on_run("anything")
+    claim = spec(Holds(), depends_on=("gain=0.1",))
+    assert claim.depends_on_run("gain=0.1/seed=2") and not claim.depends_on_run("gain=1")
+    assert spec(Holds()).depends_on_run("anything")

@@ -40,6 +40,7 @@ def test_config_bounds() -> None:
 def test_real_images_prepare_rejects_a_missing_data_folder(tmp_path) -> None:
     exp = next(e for e in EXPERIMENTS if e.name == "compression.real_images")
     assert exp.prepare(exp.config("smoke")) is None
-    assert exp.prepare(apply_overrides(exp.config("smoke"), {"data_dir": str(tmp_path)})) is None
+    with pytest.raises(ConfigError, match="data_dir=.*no MNIST file train-images-idx3-ubyte"):  # an empty folder
+        exp.prepare(apply_overrides(exp.config("smoke"), {"data_dir": str(tmp_path)}))
     with pytest.raises(ConfigError, match="data_dir"):
         exp.prepare(apply_overrides(exp.config("smoke"), {"data_dir": str(tmp_path / "missing")}))

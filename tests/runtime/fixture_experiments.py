@@ -1,7 +1,10 @@
 """A small experiment for testing the runtime: gradient descent on least squares, checked against lstsq.
 
 Loaded through REPDYN_PLUGINS=fixture_experiments (with tests/runtime on PYTHONPATH). A learning rate above
-2/λ_max of XᵀX/n makes gradient descent diverge, which exercises the diverged-run path.
+2/λ_max of XᵀX/n makes gradient descent diverge, which exercises the diverged-run path. With the environment
+variable REPDYN_FIXTURE_TRACE set to a file, every run appends its label there when it starts (to count how often
+each run is computed, across processes); REPDYN_FIXTURE_DELAY adds seconds of sleep to every run (to make two
+processes overlap) without changing run keys.
 """
 
 from __future__ import annotations
@@ -15,8 +18,8 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from repdyn.experiments.base import Analysis, Experiment, RunSpec
-from repdyn.experiments.claims import ClaimSpec, Measured, at_most
+from repdyn.experiments.base import Analysis, Experiment, Paper, RunSpec
+from repdyn.experiments.claims import ClaimSpec, Control, Disagreement, Measured, at_most
 from repdyn.experiments.config import param
 from repdyn.nn import check_finite
 
@@ -30,26 +33,33 @@ class LeastSquaresConfig:
     delay: float = param(0.0, ge=0, help="seconds to sleep per run (to test interruption)")
 
 
+def trace(label: str) -> None:
+    """Record that run ``label`` starts (REPDYN_FIXTURE_TRACE) and sleep REPDYN_FIXTURE_DELAY seconds."""
+    if os.environ.get("REPDYN_FIXTURE_TRACE"):
+        with open(os.environ["REPDYN_FIXTURE_TRACE"], "a") as handle:  # one short append: atomic on POSIX
+            handle.write(f"{label} {os.getpid()}\n")
+    time.sleep(float(os.environ.get("REPDYN_FIXTURE_DELAY", "0")))
+
+
 class LeastSquares(Experiment):
     name = "fixture.least_squares"
     title = "Gradient descent on least squares"
-    seed = "000"
+    paper = "000"
     source = "test fixture"
     Config = LeastSquaresConfig
     claims = (
         ClaimSpec("converges", "GD reaches the least-squares solution", "closed form (normal equations)",
-                  at_most(1e-6)),
+                  at_most(1e-6), exact=True, no_control="closed form"),
         ClaimSpec("first_lr", "the first learning rate converges", "closed form", at_most(1e-6),
-                  depends_on=("lr=0.1",)),
+                  exact=True, no_control="closed form", depends_on=("lr=0.1",)),
     )
-
-    def config(self, scale: str) -> LeastSquaresConfig:
-        return LeastSquaresConfig()
+    scales = {scale: LeastSquaresConfig() for scale in ("smoke", "quick", "paper")}
 
     def runs(self, config: LeastSquaresConfig) -> list[RunSpec]:
         return [RunSpec(f"lr={lr:g}", {"lr": lr}) for lr in config.lrs]
 
     def execute(self, config: LeastSquaresConfig, run: RunSpec, seed: int, device: str) -> dict:
+        trace(run.label)
         rng = np.random.default_rng(seed)
         x = rng.standard_normal((config.n, config.d))
         y = x @ rng.standard_normal(config.d)
@@ -97,13 +107,12 @@ class TanhRegression(Experiment):
 
     name = "fixture.tanh_regression"
     title = "Gradient descent on a small tanh network"
-    seed = "000"
+    paper = "000"
     source = "test fixture"
     Config = TanhRegressionConfig
-    claims = (ClaimSpec("loss_drops", "GD with a small step lowers the loss", "descent lemma", at_most(0.5)),)
-
-    def config(self, scale: str) -> TanhRegressionConfig:
-        return TanhRegressionConfig()
+    claims = (ClaimSpec("loss_drops", "GD with a small step lowers the loss", "descent lemma", at_most(0.5),
+                        no_control="test fixture of the runtime"),)
+    scales = {scale: TanhRegressionConfig() for scale in ("smoke", "quick", "paper")}
 
     def runs(self, config: TanhRegressionConfig) -> list[RunSpec]:
         return [RunSpec(f"run={i}", {"index": i}) for i in range(config.runs)]
@@ -113,6 +122,7 @@ class TanhRegression(Experiment):
             with open(config.kill_marker, "w") as handle:
                 handle.write(str(os.getpid()))
             os.kill(os.getpid(), signal.SIGKILL)
+        trace(run.label)
         generator = torch.Generator().manual_seed(seed)
         x = torch.randn(config.n, 8, generator=generator)
         y = torch.sin(x.sum(1, keepdim=True))
@@ -133,8 +143,61 @@ class TanhRegression(Experiment):
 
     def analyse(self, config: TanhRegressionConfig, results: dict) -> Analysis:
         ratios = [float(r["losses"][-1] / r["losses"][0]) for r in results.values()]
-        return Analysis(measured={"loss_drops": Measured(max(ratios), f"max over {len(ratios)} runs")},
+        return Analysis(measured={"loss_drops": Measured(ratios, f"{len(ratios)} runs")},
                         metrics=[{"run": label, "ratio": ratio} for label, ratio in zip(results, ratios)])
 
 
-EXPERIMENTS = (LeastSquares(), TanhRegression())
+@dataclass(frozen=True)
+class FitConfig:
+    seeds: int = param(5, ge=1, help="independent seeds, one run each")
+    steps: int = param(300, ge=0, help="GD steps (0: the untrained control)")
+    noise: float = param(0.0, ge=0, help="label noise: the loss cannot fall below its floor")
+    broken: bool = param(False, help="measure a constant 0 instead of the loss ratio (a measurement that cannot "
+                                     "fail, so its control passes too)")
+
+
+class Fit(Experiment):
+    """GD on noisy least squares, one run per seed: the final/initial loss ratio, judged over seeds against the
+    untrained control. Its verdict is set by the config: reproduced (default), inconclusive (``seeds=2``),
+    vacuous (``broken=true``); ``fixture.documented`` is the same experiment with a documented disagreement."""
+
+    title = "Least-squares GD judged over seeds"
+    paper = "000"
+    source = "test fixture"
+    Config = FitConfig
+    scales = {scale: FitConfig() for scale in ("smoke", "quick", "paper")}
+
+    def __init__(self, name: str, claim: ClaimSpec, config: FitConfig) -> None:
+        self.name, self.claims = name, (claim,)
+        self.scales = {scale: config for scale in ("smoke", "quick", "paper")}
+
+    def runs(self, config: FitConfig) -> list[RunSpec]:
+        return [RunSpec(f"seed={i}") for i in range(config.seeds)]
+
+    def execute(self, config: FitConfig, run: RunSpec, seed: int, device: str) -> dict:
+        rng = np.random.default_rng(seed)
+        x = rng.standard_normal((30, 4))
+        y = x @ rng.standard_normal(4) + config.noise * rng.standard_normal(30)
+        w = np.zeros(4)
+        initial = 0.5 * np.mean(y**2)
+        for _ in range(config.steps):
+            w -= 0.1 * x.T @ (x @ w - y) / 30
+        return {"ratio": float(0.5 * np.mean((x @ w - y) ** 2) / initial)}
+
+    def analyse(self, config: FitConfig, results: dict) -> Analysis:
+        ratios = [0.0 if config.broken else r["ratio"] for r in results.values()]
+        return Analysis(measured={self.claims[0].id: Measured(ratios)})
+
+
+UNTRAINED = Control("the untrained network (steps = 0)", {"steps": 0})
+FITS = ClaimSpec("fits", "GD fits the data: final/initial loss", "test fixture", at_most(0.01),
+                 quote="gradient descent", band_reason="a choice of the fixture", control=UNTRAINED)
+DOCUMENTED = ClaimSpec(
+    "fits_noise", "GD fits noisy data: final/initial loss", "test fixture", at_most(0.01), quote="gradient descent",
+    band_reason="a choice of the fixture", control=UNTRAINED,
+    disagreement=Disagreement(settings="noise 1, 300 steps, 5 seeds", measured="ratio about 0.2 on every seed",
+                              ruled_out="too few steps: the loss is at its noise floor", doc="tests/runtime"))
+PAPER = Paper("000", "fixture", "Fixtures of the runtime", "repdyn", "Not a paper: the runtime's test fixtures.")
+
+EXPERIMENTS = (LeastSquares(), TanhRegression(), Fit("fixture.fits", FITS, FitConfig()),
+               Fit("fixture.documented", DOCUMENTED, FitConfig(noise=1.0)))

@@ -64,7 +64,7 @@ def test_local_cluster_with_a_killed_worker_stores_what_the_local_executor_store
     done = repdyn("run", EXPERIMENT, "--set", f"runs={RUNS}", "--set", f"kill_marker={marker}",
                   "--cluster", "local:2", "--out", str(out), "--json", env=cli_env)
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["passed"] == 1
+    assert json.loads(done.stdout)["verdicts"]["reproduced"] == 1
     killed_pid = int(marker.read_text())  # the first attempt of run=1 wrote its pid here, then SIGKILLed itself
     runs = stored_by_label(out)
     assert_bit_identical(runs, local_reference)

@@ -30,14 +30,14 @@ def test_run_writes_report_claims_and_metrics(tmp_path, cli_env):
     done = repdyn("run", FIXTURE, "--scale", "smoke", "--out", str(out), "--json", env=cli_env)
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
-    assert summary["passed"] == summary["total"] == 2 and summary["failed"] == []
+    assert summary["verdicts"]["reproduced"] == summary["total"] == 2 and summary["differ"] == []
     claims = json.loads((out / "claims.json").read_text())
     assert {c["id"] for c in claims["claims"]} == {"converges", "first_lr"}
-    assert all(c["measured"] < 1e-6 for c in claims["claims"])
+    assert all(c["estimate"] < 1e-6 and c["verdict"] == "reproduced" for c in claims["claims"])
     metrics = pd.read_parquet(out / "metrics.parquet")
     assert list(metrics["run"]) == ["lr=0.1", "lr=0.2"] and (metrics["error"] < 1e-6).all()
     html = (out / "index.html").read_text()
-    assert "data:image/png;base64," in html and "2 of 2 pass" in html
+    assert "data:image/png;base64," in html and "every evaluated claim has the verdict recorded in code" in html.lower()
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -67,8 +67,10 @@ def test_diverged_run_is_stored_and_fails_only_its_claims(tmp_path, cli_env):
     done = repdyn("run", FIXTURE, "--set", "lrs=0.1,5", "--out", str(out), "--json", env=cli_env)
     assert done.returncode == 1
     claims = {c["id"]: c for c in json.loads(done.stdout)["claims"]}
-    assert claims["first_lr"]["passed"]
-    assert not claims["converges"]["passed"] and "run 'lr=5' diverged at step" in claims["converges"]["note"]
+    assert claims["first_lr"]["verdict"] == "reproduced"
+    assert claims["converges"]["verdict"] == "not reproduced" and not claims["converges"]["as_recorded"]
+    assert "run 'lr=5' diverged at step" in claims["converges"]["note"]
+    assert "REPRODUCED (recorded: reproduced) fixture.least_squares:converges" not in done.stderr
     runs = pd.read_csv(out / "runs.csv")
     assert dict(zip(runs["label"], runs["status"])) == {"lr=0.1": "ok", "lr=5": "diverged"}
     # a second invocation reads the diverged run back instead of retrying it
@@ -114,7 +116,7 @@ def test_report_rerenders_from_stored_runs(tmp_path, cli_env):
     mtimes = [p.stat().st_mtime_ns for p in stored(out)]
     (out / "index.html").unlink()
     done = repdyn("report", str(out), env=cli_env)
-    assert done.returncode == 0 and "2 of 2 claims pass" in done.stdout
+    assert done.returncode == 0 and "2 claims: 2 reproduced" in done.stdout
     assert (out / "index.html").is_file() and [p.stat().st_mtime_ns for p in stored(out)] == mtimes
 
 
@@ -123,7 +125,11 @@ def test_list_shows_claims_and_sources(cli_env):
     assert done.returncode == 0
     fixture = next(e for e in json.loads(done.stdout) if e["name"] == FIXTURE)
     assert fixture["claims"][0] == {"id": "converges", "statement": "GD reaches the least-squares solution",
-                                    "source": "closed form (normal equations)", "expected": "≤ 1e-06"}
+                                    "source": "closed form (normal equations)", "expected": "≤ 1e-06", "quote": "",
+                                    "band_reason": "", "recorded": "reproduced"}
+    fits = next(e for e in json.loads(done.stdout) if e["name"] == "fixture.fits")
+    assert fits["claims"][0]["quote"] == "gradient descent"
+    assert "“gradient descent”" in repdyn("list", env=cli_env).stdout
 
 
 def test_an_experiment_without_its_optional_data_is_skipped_not_failed(tmp_path, cli_env):
@@ -131,7 +137,56 @@ def test_an_experiment_without_its_optional_data_is_skipped_not_failed(tmp_path,
     done = repdyn("run", "elastic_sde.cifar", "--scale", "smoke", "--out", str(out), "--json", env=cli_env)
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
-    assert summary["skipped"] == summary["total"] > 0 and summary["passed"] == 0 and summary["failed"] == []
+    assert summary["verdicts"]["skipped"] == summary["total"] > 0 and summary["differ"] == []
     assert all("no CIFAR-10 folder given" in c["note"] for c in summary["claims"])
     bad = repdyn("run", "elastic_sde.cifar", "--set", "data_dir=/no/such", "--out", str(tmp_path / "x"), env=cli_env)
     assert bad.returncode == 2 and "data_dir='/no/such' is not a folder" in bad.stderr
+
+
+@pytest.mark.parametrize(("args", "verdict", "code"), [
+    (["fixture.fits"], "reproduced", 0),
+    (["fixture.documented"], "not reproduced", 0),
+    (["fixture.fits", "--set", "seeds=2"], "inconclusive", 1),
+    (["fixture.fits", "--set", "broken=true"], "vacuous", 1),
+])
+def test_exit_code_is_0_only_when_every_verdict_is_the_recorded_one(tmp_path, cli_env, args, verdict, code):
+    done = repdyn("run", *args, "--out", str(tmp_path / "out"), "--json", env=cli_env)
+    assert done.returncode == code, done.stderr
+    summary = json.loads(done.stdout)
+    (claim,) = summary["claims"]
+    assert claim["verdict"] == verdict and summary["verdicts"][verdict] == 1
+    assert summary["differ"] == ([] if code == 0 else [f"{args[0]}:{claim['id']}"])
+    assert claim["control_value"] is not None and claim["n_seeds"] == (2 if "seeds=2" in args else 5)
+    if verdict == "not reproduced":
+        assert "noise floor" in claim["disagreement"]
+    plain = repdyn("report", str(tmp_path / "out"), env=cli_env)
+    assert plain.returncode == code and (code == 0) == (f"{verdict.upper()} (recorded" not in plain.stdout)
+
+
+def test_controls_run_as_stored_runs_sharing_their_seed(tmp_path, cli_env):
+    out = tmp_path / "out"
+    assert repdyn("run", "fixture.fits", "--out", str(out), env=cli_env).returncode == 0
+    files = sorted((out / "runs" / "fixture.fits").glob("[!.]*.npz"))
+    assert len(files) == 10  # 5 seeds, each once trained and once as the untrained control
+    runs = pd.read_csv(out / "runs.csv")
+    assert sum("[control: the untrained network (steps = 0)]" in label for label in runs["label"]) == 5
+    seeds = {}
+    for path in files:
+        meta = json.loads(str(np.load(path)["__meta__"]))
+        seeds.setdefault(meta["label"], set()).add((meta["seed"], meta["config"]["steps"]))
+    assert all(len({seed for seed, _ in pairs}) == 1 and {s for _, s in pairs} == {0, 300}
+               for pairs in seeds.values())
+
+
+def test_runs_of_one_seed_group_share_their_seed(tmp_path, monkeypatch):
+    from repdyn.experiments.base import RunSpec
+    from repdyn.runtime import registry
+    from repdyn.runtime.reproduce import plan, tasks_for
+
+    experiment = registry.get("fixture.fits")
+    runs = [RunSpec(f"alpha={i}", {"i": i}, seed_group="data") for i in range(3)] + [RunSpec("other")]
+    monkeypatch.setattr(type(experiment), "runs", lambda self, config: runs)
+    tasks = [t for t in tasks_for(plan(["fixture.fits"], scale="smoke", out=tmp_path)) if t.config["steps"] > 0]
+    seeds = {t.label: t.seed for t in tasks}
+    assert seeds["alpha=0"] == seeds["alpha=1"] == seeds["alpha=2"] != seeds["other"]
+    assert len({t.key for t in tasks}) == 4

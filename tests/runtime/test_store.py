@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from repdyn.runtime.store import ResultStore, derive_seed, run_key
+from repdyn.runtime.store import CorruptRun, ResultStore, content_checksum, derive_seed, run_key
 
 
 def test_write_read_round_trip_keeps_arrays_and_scalars(tmp_path):
@@ -47,3 +47,36 @@ def test_written_files_are_readable_by_others_like_a_plain_open(tmp_path):
     mask = os.umask(0)
     os.umask(mask)
     assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~mask
+
+
+def test_every_run_carries_a_checksum_of_its_content(tmp_path):
+    import json
+
+    store = ResultStore(tmp_path)
+    path = store.write("e", "k", {"a": np.arange(3.0)}, {"status": "ok", "seconds": 0.5})
+    with np.load(path) as data:
+        meta = json.loads(str(data["__meta__"]))
+        assert meta["checksum"] == content_checksum({"a": data["a"]}, meta)
+    assert store.read("e", "k").meta == {"status": "ok", "seconds": 0.5}
+    meta["seconds"] = 0.25  # metadata is covered too
+    np.savez(path, a=np.arange(3.0), __meta__=np.asarray(json.dumps(meta)))
+    with pytest.raises(CorruptRun, match="does not match its checksum"):
+        store.read("e", "k")
+    del meta["checksum"]  # a file from before checksums, or a foreign one
+    np.savez(path, a=np.arange(3.0), __meta__=np.asarray(json.dumps(meta)))
+    with pytest.raises(CorruptRun, match="carries no checksum"):
+        store.read("e", "k")
+    assert store.verified("e", "k") is None and not store.has("e", "k")
+    assert (tmp_path / ".quarantine" / "e" / "k.npz").is_file()
+    assert store.verified("e", "k") is None  # nothing there: no second warning, nothing moved
+
+
+def test_cleaning_spares_the_temporary_file_of_a_writer_at_work(tmp_path):
+    store = ResultStore(tmp_path)
+    (tmp_path / "e").mkdir()
+    busy, stale = tmp_path / "e" / ".tmp-busykey-abc123.npz", tmp_path / "e" / ".tmp-stalekey-def456.npz"
+    busy.write_bytes(b"half")
+    stale.write_bytes(b"half")
+    with store.lock("e", "busykey"):
+        assert store.clean_temporaries() == 1
+    assert busy.exists() and not stale.exists()

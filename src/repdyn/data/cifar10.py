@@ -11,6 +11,7 @@ shape (N, 3072) and N integer ``labels``.
 from __future__ import annotations
 
 import pickle
+import pickletools
 from pathlib import Path
 
 import numpy as np
@@ -51,8 +52,8 @@ def read_batch(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     with path.open("rb") as fh:
         try:
             batch = CifarUnpickler(fh, encoding="bytes").load()
-        except CifarFormatError:
-            raise
+        except CifarFormatError as exc:
+            raise CifarFormatError(f"{path}: {exc}") from None
         except Exception as exc:  # a truncated or foreign file
             raise CifarFormatError(f"{path} is not a readable CIFAR-10 python batch: {exc}") from exc
     if not isinstance(batch, dict):
@@ -66,13 +67,36 @@ def read_batch(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     return data.reshape(-1, 3, 32, 32), np.asarray(labels, dtype=np.int64)
 
 
+def _check_files(folder: Path) -> Path:
+    if not folder.is_dir():
+        raise FileNotFoundError(f"CIFAR-10 folder {folder} does not exist: point it at 'cifar-10-batches-py'")
+    missing = [f for f in (*TRAIN_FILES, TEST_FILE) if not (folder / f).is_file()]
+    if missing:
+        raise FileNotFoundError(f"CIFAR-10 folder {folder} lacks {', '.join(missing)}: point it at "
+                                "'cifar-10-batches-py'")
+    return folder
+
+
+def check_cifar10_folder(folder: str | Path) -> None:
+    """Check a CIFAR-10 folder before anything runs: every batch is present and starts as a pickle does, and the
+    first batch loads with the restricted unpickler (only the allowed globals) into the expected dict of a uint8
+    (N, 3072) array and N labels. Raises FileNotFoundError or CifarFormatError naming the folder and file."""
+    folder = _check_files(Path(folder))
+    read_batch(folder / TRAIN_FILES[0])
+    for name in (*TRAIN_FILES[1:], TEST_FILE):
+        with (folder / name).open("rb") as fh:
+            try:
+                first = next(pickletools.genops(fh))[0].name
+            except (ValueError, StopIteration):
+                first = None
+        if first not in ("PROTO", "MARK", "EMPTY_DICT"):  # how a pickled dict starts (protocol 2+, 0, 1)
+            raise CifarFormatError(f"{folder / name} is not a CIFAR-10 python batch (not a pickled dict)")
+
+
 def load_cifar10(folder: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(x_train, y_train, x_test, y_test) as uint8 images (N, 3, 32, 32) and int64 labels from ``folder``
     (the ``cifar-10-batches-py`` directory)."""
-    folder = Path(folder)
-    missing = [f for f in (*TRAIN_FILES, TEST_FILE) if not (folder / f).is_file()]
-    if missing:
-        raise FileNotFoundError(f"CIFAR-10 folder {folder} lacks {missing}: point it at 'cifar-10-batches-py'")
+    folder = _check_files(Path(folder))
     train = [read_batch(folder / f) for f in TRAIN_FILES]
     x_test, y_test = read_batch(folder / TEST_FILE)
     return np.concatenate([b[0] for b in train]), np.concatenate([b[1] for b in train]), x_test, y_test

@@ -1,7 +1,10 @@
 """The experiment contract: configs per scale, independent runs, and an analysis that returns figures and claims.
 
-An experiment is a subclass of :class:`Experiment` listed in its topic module's ``EXPERIMENTS`` tuple
-(e.g. ``repdyn/experiments/effective_theory.py``); :mod:`repdyn.runtime.registry` finds it there.
+A topic is a package ``repdyn/experiments/<topic>/`` with one module per experiment; its ``__init__`` lists them in
+``EXPERIMENTS`` beside the topic's :class:`Paper` record ``PAPER``; :mod:`repdyn.runtime.registry` finds both there.
+An experiment declares its configs per scale as data (``scales``), with the config dataclass's defaults meaning the
+paper's settings, and checks in ``prepare`` every constraint its config's declared bounds cannot express, so bad
+input is rejected at planning, before anything runs.
 
 The runtime expands ``runs(config)`` into independent units, executes each one (or reads it back from the result
 store), and calls ``analyse(config, results)`` on the stored results. ``execute`` must be a pure function of
@@ -26,12 +29,27 @@ RunResult = dict[str, Any]
 
 
 @dataclass(frozen=True)
+class Paper:
+    """The paper a topic reproduces: its number in shared/seeds (e.g. "000"), the topic (package name) and the
+    text shown in the report."""
+
+    number: str
+    topic: str
+    title: str
+    authors: str
+    theory: str
+
+
+@dataclass(frozen=True)
 class RunSpec:
     """One independent unit of work, e.g. one (gain, seed-batch) of a sweep. ``label`` is unique within the
     experiment and readable ("gain=0.1"); ``params`` (JSON-able) are what distinguishes this run."""
 
     label: str
     params: Mapping[str, Any] = field(default_factory=dict)
+    seed_group: str = ""
+    """Runs of one experiment with the same non-empty ``seed_group`` get the same seed (e.g. the runs of an α scan
+    share their data and initialisation); by default each label gets its own."""
 
 
 @dataclass
@@ -56,16 +74,18 @@ class Experiment(ABC):
     name: ClassVar[str]
     """Registry name: "<topic>.<short>", e.g. "effective_theory.two_point"; the topic is the module name."""
     title: ClassVar[str]
-    seed: ClassVar[str]
-    """Seed paper number, e.g. "000"."""
+    paper: ClassVar[str]
+    """The paper's number in shared/seeds, e.g. "000" (``seed`` always means a random seed)."""
     source: ClassVar[str]
     """Figures/sections reproduced, e.g. "Fig. 2, Table 1"."""
     claims: ClassVar[tuple[ClaimSpec, ...]]
     Config: ClassVar[type]
+    scales: ClassVar[Mapping[str, Any]]
+    """Scale (each of SCALES) -> config instance; ``Config()`` (the defaults) is the paper's settings."""
 
-    @abstractmethod
     def config(self, scale: str) -> Any:
         """The config instance for ``scale`` (one of SCALES)."""
+        return self.scales[scale]
 
     def prepare(self, config: Any) -> str | None:
         """Check what the config's declared bounds cannot (e.g. that a data folder exists) before anything runs.

@@ -1,21 +1,56 @@
-"""Claims: a paper's headline result made checkable.
+"""Claims: a sentence of a paper made measurable, and the verdict of the measurement.
 
-A :class:`ClaimSpec` is declared on the experiment class, so its expectation is fixed in code before any run.
-The experiment's analysis measures a value for it; :func:`evaluate` turns spec + measurement into a
-:class:`ClaimResult` with pass/fail. An expectation is never loosened to make a run pass (DESIGN.md).
+A :class:`ClaimSpec` is declared on the experiment class, so its expectation is fixed in code before any run. It
+carries the paper's own words (``quote``), where they stand (``source``), our operationalisation (``statement``),
+why the expectation's band is what it is (``band_reason``), the negative control that must fail it (``control``,
+or ``no_control`` saying why none applies) and, where the result does not reproduce, the documented evidence
+(``disagreement``).
+
+The experiment's analysis returns a :class:`Measured` per claim: one value per independent seed (or trial).
+:func:`evaluate` (in :mod:`repdyn.experiments.verdicts`) turns spec + values into a :class:`ClaimResult` whose
+``verdict`` is one of :data:`VERDICTS`.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+REPRODUCED = "reproduced"
+NOT_REPRODUCED = "not reproduced"
+INCONCLUSIVE = "inconclusive"
+VACUOUS = "vacuous"
+SKIPPED = "skipped"
+VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, VACUOUS, SKIPPED)
+
+SATISFIED, VIOLATED, STRADDLES = "satisfied", "violated", "straddles"
+"""How an interval relates to an expectation: wholly inside, wholly outside, or across its boundary."""
+
+
+def _is_nan(value: float | bool) -> bool:
+    return isinstance(value, float) and math.isnan(value)
 
 
 class Expectation:
-    """What a measured value must satisfy; ``describe`` is shown in the report and ``repdyn list``."""
+    """What a measured statistic must satisfy; ``describe`` is shown in the report and ``repdyn list``."""
+
+    statistic: Literal["value", "fraction"] = "value"
+    """"value": continuous values, summarised by the claim's statistic; "fraction": booleans, the fraction true."""
 
     def check(self, value: float | bool) -> bool:
+        """Whether one value satisfies the expectation (NaN never does)."""
+        return self.relate(float(value), float(value)) == SATISFIED
+
+    def relate(self, low: float, high: float) -> str:
+        """SATISFIED, VIOLATED or STRADDLES for the interval [low, high] of the statistic."""
+        return InRange(*self.bounds()).relate(low, high)
+
+    def bounds(self) -> tuple[float | None, float | None]:
+        """The band of the statistic that satisfies the expectation (None: unbounded on that side)."""
         raise NotImplementedError
 
     def describe(self) -> str:
@@ -24,16 +59,23 @@ class Expectation:
 
 @dataclass(frozen=True)
 class InRange(Expectation):
-    """lo <= value <= hi (either bound may be None for one-sided)."""
+    """lo <= statistic <= hi (either bound may be None for one-sided)."""
 
     lo: float | None = None
     hi: float | None = None
 
-    def check(self, value: float | bool) -> bool:
-        v = float(value)
-        if math.isnan(v):
-            return False
-        return (self.lo is None or v >= self.lo) and (self.hi is None or v <= self.hi)
+    def bounds(self) -> tuple[float | None, float | None]:
+        return self.lo, self.hi
+
+    def relate(self, low: float, high: float) -> str:
+        if math.isnan(low) or math.isnan(high):
+            return VIOLATED
+        below = self.lo is not None and high < self.lo
+        above = self.hi is not None and low > self.hi
+        if below or above:
+            return VIOLATED
+        inside = (self.lo is None or low >= self.lo) and (self.hi is None or high <= self.hi)
+        return SATISFIED if inside else STRADDLES
 
     def describe(self) -> str:
         if self.lo is None:
@@ -53,15 +95,15 @@ def at_most(hi: float) -> InRange:
 
 @dataclass(frozen=True)
 class CloseTo(Expectation):
-    """|value - target| <= atol + rtol * |target| (a tolerance against a closed form)."""
+    """|statistic - target| <= atol + rtol * |target| (a tolerance against a closed form)."""
 
     target: float
     rtol: float = 0.0
     atol: float = 0.0
 
-    def check(self, value: float | bool) -> bool:
-        v = float(value)
-        return not math.isnan(v) and abs(v - self.target) <= self.atol + self.rtol * abs(self.target)
+    def bounds(self) -> tuple[float | None, float | None]:
+        tolerance = self.atol + self.rtol * abs(self.target)
+        return self.target - tolerance, self.target + tolerance
 
     def describe(self) -> str:
         tol = []
@@ -74,21 +116,84 @@ class CloseTo(Expectation):
 
 @dataclass(frozen=True)
 class Holds(Expectation):
-    """A qualitative statement (an ordering, a monotonicity) that the analysis measures as True/False."""
+    """A qualitative statement (an ordering, a monotonicity) measured True/False per seed; it holds when the
+    fraction of seeds on which it is true exceeds ``more_than`` (default: a majority of seeds)."""
+
+    more_than: float = 0.5
+    statistic: Literal["value", "fraction"] = field(default="fraction", init=False)
 
     def check(self, value: float | bool) -> bool:
-        return bool(value) is True and not (isinstance(value, float) and math.isnan(value))
+        return not _is_nan(value) and bool(value) is True
+
+    def bounds(self) -> tuple[float | None, float | None]:
+        return self.more_than, None
+
+    def relate(self, low: float, high: float) -> str:
+        if low > self.more_than:
+            return SATISFIED
+        if high < self.more_than:
+            return VIOLATED
+        return STRADDLES
 
     def describe(self) -> str:
-        return "holds"
+        return "holds" if self.more_than == 0.5 else f"holds on > {self.more_than:.0%} of seeds"
+
+
+@dataclass(frozen=True)
+class Control:
+    """A negative control: the same analysis on a changed config (the untrained network, shuffled labels, a null
+    path), given as config overrides. The claim's expectation must fail on it, else the claim is vacuous."""
+
+    description: str
+    overrides: Mapping[str, Any]
+
+    def __post_init__(self) -> None:
+        if not self.description or not self.overrides:
+            raise ValueError("a Control needs a description and at least one config override")
+        items = dict(self.overrides).items()
+        object.__setattr__(self, "overrides", tuple(sorted((k, tuple(v) if isinstance(v, list) else v)
+                                                           for k, v in items)))
+
+    def config_changes(self) -> dict[str, Any]:
+        return dict(self.overrides)
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    """A documented failure to reproduce: the evidence, all of it required.
+
+    settings: where it was established, as close to the paper's as was affordable (named).
+    measured: the measured interval (estimate, 90 % interval, number of seeds).
+    ruled_out: what was checked and excluded as the cause (bugs, step size, width, seeds, ...).
+    doc: where it is written up (docs/reproduction/NNN.md#anchor).
+    """
+
+    settings: str
+    measured: str
+    ruled_out: str
+    doc: str
+
+    def __post_init__(self) -> None:
+        missing = [name for name in ("settings", "measured", "ruled_out", "doc") if not getattr(self, name).strip()]
+        if missing:
+            raise ValueError(f"a Disagreement needs its evidence: {', '.join(missing)} empty")
+
+    def describe(self) -> str:
+        return f"{self.measured} at {self.settings}; ruled out: {self.ruled_out} ({self.doc})"
 
 
 @dataclass(frozen=True)
 class ClaimSpec:
-    """A headline result: id (unique within the experiment), statement, source and expectation.
+    """A sentence of a paper, made measurable.
 
-    ``source`` names the seed file and the figure or equation, e.g. "seed 000, Fig. 3". ``depends_on`` lists
-    run labels (or label prefixes) whose divergence makes the claim fail; empty means every run.
+    id: unique within the experiment. statement: our operationalisation. source: "seed 000, §3.1, Fig. 2".
+    quote: the paper's sentence(s), verbatim ("…" may stand for a garbled formula). band_reason: why the band
+    (derived from the theory: how; read off a figure: which value; our choice: why this value). statistic: how
+    per-seed values are summarised ("median" or "mean"; Holds uses the fraction of seeds). exact: a closed form or
+    identity judged on one value with a tolerance, needing no seeds. control / no_control: the negative control, or
+    why none applies ("closed form", "a statement about initialisation"). disagreement: recorded evidence that the
+    claim does not reproduce. figure: the analysis figure it belongs to. depends_on: run labels (or prefixes) whose
+    divergence fails the claim; empty means every run.
     """
 
     id: str
@@ -96,71 +201,99 @@ class ClaimSpec:
     source: str
     expectation: Expectation
     depends_on: tuple[str, ...] = ()
+    _: KW_ONLY
+    quote: str = ""
+    band_reason: str = ""
+    statistic: Literal["median", "mean"] = "median"
+    exact: bool = False
+    control: Control | None = None
+    no_control: str = ""
+    disagreement: Disagreement | None = None
+    figure: str = ""
+
+    def __post_init__(self) -> None:
+        if self.statistic not in ("median", "mean"):
+            raise ValueError(f"claim {self.id!r}: statistic {self.statistic!r} is not median or mean")
+        if self.control is not None and self.no_control:
+            raise ValueError(f"claim {self.id!r}: give a control or the reason for none, not both")
+        if self.exact and self.control is not None:
+            raise ValueError(f"claim {self.id!r}: an exact claim (closed form) takes no control")
+
+    @property
+    def recorded(self) -> str:
+        """The verdict recorded in code: ``not reproduced`` where a disagreement is documented."""
+        return NOT_REPRODUCED if self.disagreement is not None else REPRODUCED
 
     def depends_on_run(self, label: str) -> bool:
         return not self.depends_on or any(label.startswith(prefix) for prefix in self.depends_on)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Measured:
-    """A measured value with the evidence a reader needs to judge it (shown next to the claim)."""
+    """Measured values, one per independent seed or trial (a scalar for an exact claim), with the evidence a reader
+    needs to judge them (shown next to the claim)."""
 
-    value: float | bool
-    note: str = ""
+    values: tuple[float | bool, ...]
+    note: str
+
+    def __init__(self, values: float | bool | Sequence[float | bool], note: str = "") -> None:
+        items = np.asarray(values).reshape(-1).tolist()
+        object.__setattr__(self, "values", tuple(v if isinstance(v, bool) else float(v) for v in items))
+        object.__setattr__(self, "note", note)
 
 
 @dataclass(frozen=True)
 class ClaimResult:
+    """A judged claim: everything the report, ``claims.json`` and the exit code need."""
+
     experiment: str
     id: str
     statement: str
     source: str
+    quote: str
+    band_reason: str
     expected: str
-    measured: float | bool | None
-    passed: bool
+    statistic: str
+    values: tuple[float | bool, ...]
+    estimate: float | None
+    ci_low: float | None
+    ci_high: float | None
+    verdict: str
+    recorded: str
     note: str
-    skipped: bool = False
+    control: str = ""
+    control_value: float | None = None
+    control_ci: tuple[float, float] | None = None
+    control_verdict: str = ""
+    disagreement: str = ""
+    figure: str = ""
+    band: tuple[float | None, float | None] = (None, None)
 
     @property
-    def status(self) -> str:
-        return "SKIP" if self.skipped else "PASS" if self.passed else "FAIL"
+    def n_seeds(self) -> int:
+        return len(self.values)
+
+    @property
+    def skipped(self) -> bool:
+        return self.verdict == SKIPPED
+
+    @property
+    def as_recorded(self) -> bool:
+        """The verdict is the one recorded in code (reproduced, or a documented not reproduced): exit code 0."""
+        return self.skipped or (self.verdict == self.recorded and self.estimate is not None)
 
     def to_json(self) -> dict[str, Any]:
-        value = self.measured
-        if isinstance(value, float) and not math.isfinite(value):
-            value = str(value)
+        def number(value: float | bool | None) -> float | bool | str | None:
+            return str(value) if isinstance(value, float) and not math.isfinite(value) else value
+
         return {
-            "experiment": self.experiment,
-            "id": self.id,
-            "statement": self.statement,
-            "source": self.source,
-            "expected": self.expected,
-            "measured": value,
-            "passed": self.passed,
-            "skipped": self.skipped,
-            "note": self.note,
+            "experiment": self.experiment, "id": self.id, "statement": self.statement, "source": self.source,
+            "quote": self.quote, "band_reason": self.band_reason, "expected": self.expected,
+            "statistic": self.statistic, "values": [number(v) for v in self.values], "n_seeds": self.n_seeds,
+            "estimate": number(self.estimate), "ci_low": number(self.ci_low), "ci_high": number(self.ci_high),
+            "verdict": self.verdict, "recorded": self.recorded, "as_recorded": self.as_recorded,
+            "control": self.control, "control_value": number(self.control_value),
+            "control_ci": None if self.control_ci is None else [number(v) for v in self.control_ci],
+            "control_verdict": self.control_verdict, "disagreement": self.disagreement or None,
+            "figure": self.figure, "note": self.note,
         }
-
-
-NOT_MEASURED = "not measured: the analysis had no data for it in this config (e.g. a condition it needs was not run)"
-
-
-def evaluate(experiment: str, spec: ClaimSpec, measured: Measured | float | bool | None,
-             failure: str | None = None) -> ClaimResult:
-    """Judge one claim. ``failure`` (e.g. "run 'g=0.1' diverged at step 412") fails it without a value."""
-    if failure is not None or measured is None:
-        return ClaimResult(experiment, spec.id, spec.statement, spec.source, spec.expectation.describe(),
-                           None, False, failure or NOT_MEASURED)
-    if not isinstance(measured, Measured):
-        measured = Measured(measured)
-    value = measured.value
-    if not isinstance(value, bool):
-        value = float(value)
-    return ClaimResult(experiment, spec.id, spec.statement, spec.source, spec.expectation.describe(),
-                       value, spec.expectation.check(value), measured.note)
-
-
-def skip(experiment: str, spec: ClaimSpec, reason: str) -> ClaimResult:
-    """A claim not evaluated because its experiment was skipped (see ``Experiment.prepare``)."""
-    return ClaimResult(experiment, spec.id, spec.statement, spec.source, spec.expectation.describe(), None, False,
-                       reason, skipped=True)

@@ -29,10 +29,10 @@ from torch.nn import functional as F
 
 from repdyn.data.digits import load_digits
 from repdyn.data.manifolds import compress, informative_dimension, sample_manifold
-from repdyn.data.mnist import load_mnist
-from repdyn.experiments.base import Analysis, Experiment, RunResult, RunSpec
+from repdyn.data.mnist import check_mnist_folder, load_mnist
+from repdyn.experiments.base import Analysis, Experiment, Paper, RunResult, RunSpec
 from repdyn.experiments.claims import ClaimSpec, Holds, InRange, Measured, at_least
-from repdyn.experiments.config import ConfigError, param
+from repdyn.experiments.config import ConfigError, check_data_folder, param
 from repdyn.nn.divergence import check_finite
 from repdyn.nn.hidden_layer import FlowResult, hidden_layer_output, init_hidden_layer, train_gradient_flow
 from repdyn.nn.mnas_cnn import MnasCNN
@@ -116,7 +116,7 @@ class AmplificationConfig:
 class Amplification(Experiment):
     name = "compression.amplification"
     title = "Amplification of the informative weights grows like √p"
-    seed = "003"
+    paper = "003"
     source = "Figs. 5 and 7 (top), Eq. (8), Eq. (9)"
     Config = AmplificationConfig
     claims = (
@@ -246,7 +246,7 @@ def _protocol(config: LearningCurveConfig, p: int, seed: int, device: str) -> di
 class LearningCurves(Experiment):
     name = "compression.learning_curves"
     title = "Learning curves: feature vs lazy, compressed data and the final NTK"
-    seed = "003"
+    paper = "003"
     source = "Fig. 2, §3.1, Eq. (10)"
     Config = LearningCurveConfig
     claims = (
@@ -342,7 +342,7 @@ class NtkPcaConfig(LearningCurveConfig):
 class NtkPca(Experiment):
     name = "compression.ntk_pca"
     title = "Kernel PCA of the NTK: top eigenvectors become informative after training"
-    seed = "003"
+    paper = "003"
     source = "Figs. 9 and 10 (stripe), §5.1"
     Config = NtkPcaConfig
     claims = (
@@ -448,7 +448,7 @@ class AlphaScanConfig:
 class AlphaScan(Experiment):
     name = "compression.alpha_scan"
     title = "Feature-to-lazy crossover in α: t* and Λ*"
-    seed = "003"
+    paper = "003"
     source = "Fig. 11, App. B, §2.4"
     Config = AlphaScanConfig
     claims = (
@@ -547,7 +547,7 @@ def _neuron_ode(w0: np.ndarray, b0: np.ndarray, beta0: np.ndarray, h: int, x: np
 class SingleNeuron(Experiment):
     name = "compression.single_neuron"
     title = "Single-neuron theory of the stripe vs a trained network's neurons up to t*"
-    seed = "003"
+    paper = "003"
     source = "Fig. 3, Eqs. (5)-(7), App. C"
     Config = SingleNeuronConfig
     claims = (
@@ -709,7 +709,7 @@ def _fit_cnn(model: MnasCNN, x: torch.Tensor, y: torch.Tensor, alpha: float, lr:
 class RealImages(Experiment):
     name = "compression.real_images"
     title = "Real images: CNN on digit parity, frozen initial vs final NTK"
-    seed = "003"
+    paper = "003"
     source = "Fig. 8, Figs. 9c,d, §5.2"
     Config = RealImagesConfig
     claims = (
@@ -733,6 +733,7 @@ class RealImages(Experiment):
         if config.data_dir and not Path(config.data_dir).is_dir():
             raise ConfigError(f"data_dir={config.data_dir!r} is not a folder: give the folder with the MNIST IDX "
                               "files, or leave it empty for the bundled 8×8 digits")
+        check_data_folder("data_dir", config.data_dir, check_mnist_folder)
         return None
 
     def runs(self, config: RealImagesConfig) -> list[RunSpec]:
@@ -837,5 +838,10 @@ class RealImages(Experiment):
         return Analysis(measured, {"kernel_pca": fig, "test_errors": fig2, "top_eigenvectors": fig3}, metrics,
                         notes)
 
+
+PAPER = Paper("003", "compression", "Compressing invariant manifolds in neural nets",
+          "Paccolat, Petrini, Geiger, Tyloo & Wyart",
+          "Feature learning compresses directions the label does not depend on: amplification ~ sqrt(p), "
+          "better learning-curve exponents than the lazy (NTK) regime, informative NTK eigenvectors.")
 
 EXPERIMENTS = (Amplification(), LearningCurves(), NtkPca(), AlphaScan(), SingleNeuron(), RealImages())

@@ -130,3 +130,15 @@ def describe_fields(config_cls: type) -> list[tuple[str, str, str]]:
     types = _field_types(config_cls)
     return [(f.name, getattr(types[f.name], "__name__", str(types[f.name])), f.metadata.get("help", ""))
             for f in dataclasses.fields(config_cls)]
+
+
+def check_data_folder(setting: str, folder: str, check: typing.Callable[[str], object]) -> None:
+    """For ``Experiment.prepare``: run a data-folder check (e.g. :func:`repdyn.data.mnist.check_mnist_folder`) on a
+    setting's value, turning what it finds into a ConfigError naming the setting (exit 2 before anything runs).
+    An empty value (no folder given) is not checked."""
+    if not folder:
+        return
+    try:
+        check(folder)
+    except (OSError, ValueError) as error:
+        raise ConfigError(f"{setting}={folder!r}: {error}") from None

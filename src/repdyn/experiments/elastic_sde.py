@@ -24,16 +24,16 @@ from matplotlib.figure import Figure
 from scipy.integrate import solve_ivp
 from scipy.special import erf
 
-from repdyn.data.cifar10 import cifar_subset
+from repdyn.data.cifar10 import check_cifar10_folder, cifar_subset
 from repdyn.data.geomnist import corrupt_labels, geomnist
-from repdyn.experiments.base import Analysis, Experiment, RunResult, RunSpec
+from repdyn.experiments.base import Analysis, Experiment, Paper, RunResult, RunSpec
 from repdyn.experiments.claims import ClaimSpec, CloseTo, Holds, Measured, at_least, at_most
-from repdyn.experiments.config import ConfigError, param
+from repdyn.experiments.config import ConfigError, check_data_folder, param
 from repdyn.nn.lenet import lenet_ensemble, train_batch1_sgd
 from repdyn.theory import elastic_sde as es
 from repdyn.theory import elasticity_estimators as ee
 
-SEED = "004"
+NUMBER = "004"
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
@@ -183,7 +183,7 @@ def _s_e(config: SyntheticConfig, rng: np.random.Generator) -> RunResult:
 class SyntheticChecks(Experiment):
     name = "elastic_sde.synthetic"
     title = "Synthetic LE-SDE checks: separation phase transition, closed forms, estimators, neural collapse"
-    seed = SEED
+    paper = NUMBER
     source = "Thm 2.1, Thm 3.1, Eqs. (7), (9), (D.1)–(D.16), Prop. 3.4; spec 004 §3.8 S-A..S-E"
     Config = SyntheticConfig
     claims = (
@@ -499,7 +499,7 @@ def _argmax_agreement(genuine: np.ndarray, simulated: np.ndarray) -> float:
 class GeoMNISTDynamics(Experiment):
     name = "elastic_sde.geomnist"
     title = "GeoMNIST: local elasticity estimated from SGD logits and imitated by the L-model LE-ODE"
-    seed = SEED
+    paper = NUMBER
     source = "Figs. 1, 3, 5, D.8, D.9; Sec. 4.1–4.2, App. D.2"
     Config = GeoConfig
     claims = (
@@ -657,7 +657,7 @@ class NoiseConfig:
 class LabelNoisePhaseTransition(Experiment):
     name = "elastic_sde.label_noise"
     title = "Label corruption: separability fails beyond p_err = 2/3 and the tail index crosses 1"
-    seed = SEED
+    paper = NUMBER
     source = "Fig. 4, D.2, D.5; Sec. 4.2"
     Config = NoiseConfig
     claims = (
@@ -782,7 +782,7 @@ class CifarConfig:
 class CifarElasticity(Experiment):
     name = "elastic_sde.cifar"
     title = "CIFAR-10 (K = 2, 3): local elasticity of a LeNet's logits (needs a local CIFAR-10 folder)"
-    seed = SEED
+    paper = NUMBER
     source = "Figs. 3c–d, 3g–h, D.4"
     Config = CifarConfig
     claims = (
@@ -804,6 +804,7 @@ class CifarElasticity(Experiment):
             return "no CIFAR-10 folder given: run with --set data_dir=PATH/cifar-10-batches-py (nothing is downloaded)"
         if not Path(config.data_dir).is_dir():
             raise ConfigError(f"data_dir={config.data_dir!r} is not a folder: give the cifar-10-batches-py folder")
+        check_data_folder("data_dir", config.data_dir, check_cifar10_folder)
         return None
 
     def runs(self, config: CifarConfig) -> list[RunSpec]:
@@ -828,5 +829,10 @@ class CifarElasticity(Experiment):
                                                for k, c in checks.items()))}
         return Analysis(measured=m, figures=figures, metrics=[{"run": k, **v} for k, v in checks.items()])
 
+
+PAPER = Paper("004", "elastic_sde", "Imitating Deep Learning Dynamics via Locally Elastic Stochastic Differential "
+          "Equations", "Zhang, Wang & Su (NeurIPS 2021)",
+          "Features evolve by a locally elastic SDE: a phase transition in linear separability when intra-class "
+          "impact exceeds inter-class impact, and neural collapse.")
 
 EXPERIMENTS = (SyntheticChecks(), GeoMNISTDynamics(), LabelNoisePhaseTransition(), CifarElasticity())

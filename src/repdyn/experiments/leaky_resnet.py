@@ -21,14 +21,14 @@ import torch
 from matplotlib.figure import Figure
 
 from repdyn.data.teacher import TEACHER_KINDS, bottleneck_teacher
-from repdyn.experiments.base import Analysis, Experiment, RunResult, RunSpec
+from repdyn.experiments.base import Analysis, Experiment, Paper, RunResult, RunSpec
 from repdyn.experiments.claims import ClaimSpec, Holds, InRange, Measured, at_least, at_most
 from repdyn.experiments.config import ConfigError, param
 from repdyn.nn.leaky_resnet import INITS, LeakyResNet, TrainingPlan, data_cost, fit
 from repdyn.probes.rank import effective_rank
 from repdyn.theory import leaky_resnet as lr
 
-SEED = "002"
+NUMBER = "002"
 SCHEMES = ("equidistant", "irregular", "adaptive")
 TOP_SINGULAR_VALUES = 10
 RANK_TAU = 0.1
@@ -141,7 +141,7 @@ class StructuresConfig(TeacherRunConfig):
 class Structures(Experiment):
     name = "leaky_resnet.structures"
     title = "Hamiltonian, Cost of Identity and bottleneck structure of adaptive Leaky ResNets over L~"
-    seed = SEED
+    paper = NUMBER
     source = "Fig. 1, Fig. 3 (App. B), Eq. (1)-(4), Theorem 4 (spec 002 H1-H4)"
     Config = StructuresConfig
     claims = (
@@ -395,7 +395,7 @@ class DiscretisationConfig(TeacherRunConfig):
 class Discretisation(Experiment):
     name = "leaky_resnet.discretisation"
     title = "Test error against the number of layers for equidistant, irregular and adaptive layer steps"
-    seed = SEED
+    paper = NUMBER
     source = "Fig. 2, §4 (spec 002 H5)"
     Config = DiscretisationConfig
     claims = (
@@ -533,5 +533,10 @@ def _discretisation_figure(results: Mapping[str, RunResult], depths: np.ndarray,
     fig.tight_layout()
     return fig
 
+
+PAPER = Paper("002", "leaky_resnet", "Hamiltonian Mechanics of Feature Learning: Bottleneck Structure in Leaky ResNets",
+          "Jacot & Kaiser",
+          "Leaky ResNets as Hamiltonian systems: Cost of Identity, a low-dimensional bottleneck in the middle layers, "
+          "and adaptive layer steps.")
 
 EXPERIMENTS = (Structures(), Discretisation())

@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 from scipy.stats import spearmanr
 
 from repdyn.data.univariate import UNIVARIATE_SETS, univariate_samples
-from repdyn.experiments.base import Analysis, Experiment, RunResult, RunSpec
+from repdyn.experiments.base import Analysis, Experiment, Paper, RunResult, RunSpec
 from repdyn.experiments.claims import ClaimSpec, CloseTo, Holds, Measured, at_least, at_most
 from repdyn.experiments.config import param
 from repdyn.nn.shallow_relu import (
@@ -45,7 +45,7 @@ ASYMPTOTIC_WIDTHS_PER_SAMPLE = 100
 error is not a small perturbation of S_RF (d_RF(100) ≈ 0.28, local slope ≈ −1 between m = 100 and 300)."""
 FIT_LOSS = 1e-2
 """A run counts as a fit of the data when its final loss is at most this fraction of the initial loss."""
-SEED = "001"
+NUMBER = "001"
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -153,7 +153,7 @@ def _crossover_nets(base: tuple, lambdas: np.ndarray) -> tuple[list, list[bool],
 class RegimeCrossover(Experiment):
     name = "shallow_relu.regime_crossover"
     title = "Kernel (cubic spline) to adaptive (linear interpolant) crossover as δ goes from −∞ to +∞"
-    seed = SEED
+    paper = NUMBER
     source = "Fig. 5, §3.2, Lemma 3, Prop. 4 (spec 001 H1)"
     Config = CrossoverConfig
     claims = (
@@ -354,7 +354,7 @@ def _paired_base(m: int, rng: np.random.Generator, c_scale: float) -> tuple:
 class KernelSpline(Experiment):
     name = "shallow_relu.kernel_spline"
     title = "Training only c: the network converges to the random-feature interpolant ≈ cubic spline as m grows"
-    seed = SEED
+    paper = NUMBER
     source = "Fig. 4, Eq. (22), Theorem 5 (spec 001 H2, T9)"
     Config = KernelSplineConfig
     claims = (
@@ -526,7 +526,7 @@ def _attractor_mass(x: np.ndarray, y: np.ndarray, a: np.ndarray, b: np.ndarray, 
 class NeuronTrajectories(Experiment):
     name = "shallow_relu.trajectories"
     title = "Neuron trajectories at δ = ±∞: frozen knots and radial paths vs knots ending at samples"
-    seed = SEED
+    paper = NUMBER
     source = "Fig. 6, Fig. 9, Lemma 2 (spec 001 H3, T14)"
     Config = TrajectoryConfig
     claims = (
@@ -671,7 +671,7 @@ class InitScaleConfig:
 class InitScale(Experiment):
     name = "shallow_relu.init_scale"
     title = "The same initial function fits differently with δ (Fig. 7); adaptivity falls with width (Fig. 8)"
-    seed = SEED
+    paper = NUMBER
     source = "Fig. 7, Fig. 8, App. D (spec 001 H4)"
     Config = InitScaleConfig
     claims = (
@@ -780,11 +780,12 @@ class InitScale(Experiment):
                  "(condition number 1.1·10⁶); its GD loss after 10⁴ steps at η = 0.5/λ_max is 0.15 L0 (what the "
                  "earlier protocol measured: L/L0 = 0.07-0.11, D ≈ 0.52 at every width, i.e. unfitted) and 2.5·10⁻³ "
                  "L0 after 2·10⁴ steps at η = 1/λ_max (stable: η λ_max < 2), the protocol used here.")
-        if "width_order_distance" in measured and not measured["width_order_distance"].value:
+        if "width_order_distance" in measured and not measured["width_order_distance"].values[0]:
             notes += (" With the fits converged (L/L0 ≤ 1e-2) the width ordering still fails: the kernel change "
                       "‖ΔΘ‖/‖Θ‖ falls steeply with width as the paper's argument predicts (δ_i/|r̂_i| ~ −√m, wider is "
                       f"lazier), but D does not fall with width (D = {', '.join(f'{v:.2f}' for v in d)}) and K_ε "
-                      f"{'falls' if measured['width_order_knots'].value else 'does not fall'} with width: the small "
+                      f"{'falls' if measured['width_order_knots'].values[0] else 'does not fall'} with width: the "
+                      "small "
                       "net moves its first layer a lot without putting its knots at samples. This is a disagreement "
                       "with the qualitative Fig. 8 reading at this protocol, not an unconverged run.")
         return Analysis(measured, figures, metrics, notes)
@@ -804,7 +805,7 @@ class KernelTermsConfig:
 class KernelTerms(Experiment):
     name = "shallow_relu.kernel_terms"
     title = "Tangent-kernel terms of Eq. (27) for uniform and Gaussian first layers, against closed forms"
-    seed = SEED
+    paper = NUMBER
     source = "Fig. 3, Eqs. (26)-(27) (spec 001 errata E10, E13)"
     Config = KernelTermsConfig
     claims = (
@@ -867,5 +868,10 @@ class KernelTerms(Experiment):
                         "Uniform: a, b ~ U(−1, 1); Gaussian: a, b ~ N(0, 1); c ~ U(−1, 1) (E[c²] = 1/3); α = √m. "
                         "Closed forms: K_RF (spec 001 §2.7) and K_1 = P(a x > b, a x' > b).")
 
+
+PAPER = Paper("001", "shallow_relu", "Gradient Dynamics of Shallow Univariate ReLU Networks",
+          "Williams, Trager, Silva, Panozzo, Zorin & Bruna (NeurIPS 2019)",
+          "Canonical dynamics of one-hidden-layer ReLU nets on 1-D data: kernel regime (cubic spline) vs adaptive "
+          "regime (linear interpolant), set by the layer balance δ.")
 
 EXPERIMENTS = (RegimeCrossover(), KernelSpline(), NeuronTrajectories(), InitScale(), KernelTerms())

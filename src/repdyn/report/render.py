@@ -15,9 +15,11 @@ import jinja2
 import pandas as pd
 
 import repdyn
-from repdyn.experiments.papers import PAPERS
+from repdyn.experiments.claims import VERDICTS, ClaimResult
+from repdyn.report.claims_figure import claims_figure
+from repdyn.runtime import registry
 from repdyn.runtime.atomic import atomic_write, atomic_write_text
-from repdyn.runtime.reproduce import ExperimentOutcome, write_json_atomic
+from repdyn.runtime.reproduce import ExperimentOutcome, figure_png, write_json_atomic
 
 ENVIRONMENT = jinja2.Environment(loader=jinja2.PackageLoader("repdyn.report", "templates"),
                           autoescape=jinja2.select_autoescape(["html"]), trim_blocks=True, lstrip_blocks=True)
@@ -48,6 +50,11 @@ def write_table(frame: pd.DataFrame, csv_path: Path, parquet_path: Path | None =
         atomic_write(parquet_path, lambda handle: frame.to_parquet(handle, index=False))
 
 
+def verdict_counts(claims: Sequence[ClaimResult]) -> dict[str, int]:
+    """Verdict -> number of claims, in the order of VERDICTS (documented "not reproduced" counted as such)."""
+    return {verdict: sum(c.verdict == verdict for c in claims) for verdict in VERDICTS}
+
+
 def write_report(out: str | os.PathLike[str], outcomes: Sequence[ExperimentOutcome], *, scale: str, seed: int,
                  device: str) -> Path:
     """Write the report files into ``out``; returns the path of index.html."""
@@ -56,29 +63,37 @@ def write_report(out: str | os.PathLike[str], outcomes: Sequence[ExperimentOutco
     claims = [claim for outcome in outcomes for claim in outcome.claims]
     write_json_atomic(out / "claims.json", {
         "version": repdyn.__version__, "scale": scale, "seed": seed, "device": device,
-        "passed": sum(c.passed for c in claims), "skipped": sum(c.skipped for c in claims), "total": len(claims),
-        "claims": [c.to_json() for c in claims],
+        "verdicts": verdict_counts(claims), "total": len(claims),
+        "as_recorded": sum(c.as_recorded for c in claims), "claims": [c.to_json() for c in claims],
     })
     metrics = [{"experiment": o.name, **row} for o in outcomes for row in o.metrics]
     write_table(pd.DataFrame(metrics or [{"experiment": None}]), out / "metrics.csv", out / "metrics.parquet")
     runs = [{"experiment": o.name, **run} for o in outcomes for run in o.runs]
     write_table(pd.DataFrame(runs or [{"experiment": None}]), out / "runs.csv")
+    papers = registry.all_papers()
     sections = []
-    for paper_seed in sorted({o.seed for o in outcomes}):
-        paper = PAPERS.get(paper_seed)
+    for number in sorted({o.paper for o in outcomes}):
+        mine = [o for o in outcomes if o.paper == number]
         sections.append({
-            "seed": paper_seed, "paper": paper,
-            "experiments": [{
-                "outcome": o,
-                "figures": [(name, base64.b64encode(png).decode()) for name, png in o.figures.items()],
-            } for o in outcomes if o.seed == paper_seed],
+            "number": number, "paper": papers.get(number),
+            "counts": verdict_counts([c for o in mine for c in o.claims]),
+            "experiments": [{"outcome": o, "figures": _figures(o)} for o in mine],
         })
     html = ENVIRONMENT.get_template("report.html").render(
         title="repdyn report", version=repdyn.__version__, scale=scale, seed=seed, device=device,
         generated=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        claims=claims, passed=sum(c.passed for c in claims), skipped=sum(c.skipped for c in claims),
-        sections=sections,
+        claims=claims, counts=verdict_counts(claims), differ=[c for c in claims if not c.as_recorded],
+        sections=sections, verdicts=VERDICTS,
     )
     index = out / "index.html"
     atomic_write_text(index, html)
     return index
+
+
+def _figures(outcome: ExperimentOutcome) -> list[tuple[str, str]]:
+    """(name, base64 PNG) of the experiment's figures, the claims figure first."""
+    pngs = dict(outcome.figures)
+    figure = claims_figure(outcome.claims)
+    if figure is not None:
+        pngs = {"claims": figure_png(figure), **pngs}
+    return [(name, base64.b64encode(png).decode()) for name, png in pngs.items()]

@@ -3,7 +3,8 @@
 ``address`` is a running scheduler (``tcp://host:8786``) or ``local:N`` for a LocalCluster of N worker
 processes started for this sweep. A task whose worker dies (killed, out of memory, a lost node) is rescheduled by
 the Dask scheduler on another worker (up to its ``distributed.scheduler.allowed-failures``, 3 by default); an
-exception other than a failed run (say a full disk) is retried ``RETRIES`` times. Since a task writes its result
+exception other than a failed run (say a file system that went away) is retried ``RETRIES`` times; a full disk
+fails the run (:class:`~repdyn.runtime.tasks.TaskFailed`, naming the folder). Since a task writes its result
 atomically and skips a run already stored, a retried task or a resumed sweep never repeats finished work.
 
 Workers that share the store's file system (one machine, NFS, a cluster's scratch) write results straight into
@@ -27,7 +28,7 @@ from pathlib import Path
 import torch
 
 from repdyn.experiments.config import ConfigError
-from repdyn.runtime.store import ResultStore
+from repdyn.runtime.store import CorruptRun, ResultStore
 from repdyn.runtime.tasks import Task, TaskFailed, execute_task
 
 RETRIES = 1
@@ -136,5 +137,8 @@ def run_on_cluster(tasks: Sequence[Task], address: str, on_done: Callable[[Task,
             if status == "failed":
                 raise TaskFailed(task, detail)
             if data is not None:
-                ResultStore(task.store_root).write_bytes(task.experiment, task.key, data)
+                try:
+                    ResultStore(task.store_root).write_bytes(task.experiment, task.key, data)
+                except CorruptRun as err:
+                    raise TaskFailed(task, f"its result came back damaged from the worker ({err.reason})") from None
             on_done(task, status)

@@ -21,9 +21,17 @@ def threads_per_job(jobs: int) -> int:
 
 
 def run_local(tasks: Sequence[Task], jobs: int, on_done: OnDone) -> None:
-    """Run tasks here (jobs == 1) or in ``jobs`` worker processes."""
+    """Run tasks here (jobs == 1) or in ``jobs`` worker processes. Here, a run whose lock another process holds
+    (a second reproduction on the same folder) is put off until the others are done, then waited for."""
     if jobs == 1:
+        busy = []
         for task in tasks:
+            status = execute_task(task, wait=False)
+            if status == "busy":
+                busy.append(task)
+            else:
+                on_done(task, status)
+        for task in busy:
             on_done(task, execute_task(task))
         return
     from joblib import Parallel, delayed

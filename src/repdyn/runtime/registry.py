@@ -1,6 +1,7 @@
-"""The experiment registry: every ``EXPERIMENTS`` tuple found in the modules of :mod:`repdyn.experiments`,
-plus those of the modules named in the environment variable ``REPDYN_PLUGINS`` (comma-separated importable
-module names): the way to run your own experiments through ``repdyn run``/``reproduce``."""
+"""The experiment registry: every ``EXPERIMENTS`` tuple (and the ``PAPER`` record beside it) found in the topic
+packages of :mod:`repdyn.experiments`, plus those of the modules named in the environment variable
+``REPDYN_PLUGINS`` (comma-separated importable module names): the way to run your own experiments through
+``repdyn run``/``reproduce``."""
 
 from __future__ import annotations
 
@@ -11,23 +12,36 @@ import pkgutil
 from collections.abc import Iterable
 
 import repdyn.experiments
-from repdyn.experiments.base import Experiment
+from repdyn.experiments.base import Experiment, Paper
 from repdyn.experiments.config import ConfigError
 
 
 @functools.cache
-def all_experiments() -> dict[str, Experiment]:
-    """Name -> experiment, in a stable order (by module, then declaration)."""
-    found: dict[str, Experiment] = {}
+def _collect() -> tuple[dict[str, Experiment], dict[str, Paper]]:
+    experiments: dict[str, Experiment] = {}
+    papers: dict[str, Paper] = {}
     builtin = sorted(f"repdyn.experiments.{m.name}" for m in pkgutil.iter_modules(repdyn.experiments.__path__))
     plugins = [name.strip() for name in os.environ.get("REPDYN_PLUGINS", "").split(",") if name.strip()]
     for module_name in builtin + plugins:
         module = importlib.import_module(module_name)
         for experiment in getattr(module, "EXPERIMENTS", ()):
-            if experiment.name in found:
+            if experiment.name in experiments:
                 raise RuntimeError(f"two experiments are named {experiment.name!r}")
-            found[experiment.name] = experiment
-    return found
+            experiments[experiment.name] = experiment
+        paper = getattr(module, "PAPER", None)
+        if paper is not None:
+            papers[paper.number] = paper
+    return experiments, papers
+
+
+def all_experiments() -> dict[str, Experiment]:
+    """Name -> experiment, in a stable order (by module, then declaration)."""
+    return _collect()[0]
+
+
+def all_papers() -> dict[str, Paper]:
+    """Paper number ("000") -> the paper its topic reproduces."""
+    return _collect()[1]
 
 
 def get(name: str) -> Experiment:

@@ -2,12 +2,16 @@
 
 The output folder holds ``manifest.json`` (what was asked for), ``runs/`` (the result store) and, after
 :func:`repdyn.report.render.write_report`, the report. ``repdyn report DIR`` re-analyses from ``runs/`` alone.
+Every stored run is verified against its checksum before it is skipped or analysed; a corrupt one is quarantined
+and recomputed (:func:`stored_run`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
+import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -17,13 +21,14 @@ from typing import Any
 import torch
 
 from repdyn.experiments.base import SCALES, Experiment
-from repdyn.experiments.claims import ClaimResult, evaluate, skip
-from repdyn.experiments.config import ConfigError, apply_overrides, from_dict, to_dict
+from repdyn.experiments.claims import ClaimResult, Control
+from repdyn.experiments.config import ConfigError, apply_overrides, from_dict, to_dict, validate
+from repdyn.experiments.verdicts import evaluate, skip
 from repdyn.runtime import registry
 from repdyn.runtime.atomic import atomic_write_text
 from repdyn.runtime.executors import check_executor, run_tasks, threads_per_job
 from repdyn.runtime.store import ResultStore, StoredRun, derive_seed, run_key
-from repdyn.runtime.tasks import Task
+from repdyn.runtime.tasks import Task, execute_task
 
 MANIFEST = "manifest.json"
 
@@ -37,6 +42,16 @@ class PlannedExperiment:
     @property
     def name(self) -> str:
         return self.experiment.name
+
+    @property
+    def controls(self) -> dict[Control, Any]:
+        """Each distinct negative control of the experiment's claims -> the config it runs."""
+        return {spec.control: control_config(self.experiment, self.config, spec.control)
+                for spec in self.experiment.claims if spec.control is not None}
+
+    def variants(self) -> list[tuple[Control | None, Any]]:
+        """(None, config) for the experiment itself, then (control, config) per negative control."""
+        return [(None, self.config), *self.controls.items()]
 
 
 @dataclass(frozen=True)
@@ -58,7 +73,7 @@ class ExperimentOutcome:
 
     name: str
     title: str
-    seed: str
+    paper: str
     source: str
     config: dict[str, Any]
     claims: list[ClaimResult]
@@ -105,26 +120,53 @@ def plan(names: Sequence[str] | None, *, scale: str = "quick", overrides: Mappin
     return Plan(tuple(planned), scale, seed, device, Path(out))
 
 
+def control_config(experiment: Experiment, config: Any, control: Control) -> Any:
+    """The config a negative control runs: ``config`` with the control's overrides, validated."""
+    try:
+        changed = dataclasses.replace(config, **control.config_changes())
+        validate(changed)
+    except (TypeError, ConfigError) as err:
+        raise ConfigError(f"{experiment.name}: control {control.description!r} does not fit the config: {err}") \
+            from None
+    return changed
+
+
 def _prepare(experiment: Experiment, config: Any) -> str | None:
     try:
-        return experiment.prepare(config)
+        reason = experiment.prepare(config)
+        for spec in experiment.claims:
+            if spec.control is not None:
+                experiment.prepare(control_config(experiment, config, spec.control))
+        return reason
     except ConfigError as err:
-        raise ConfigError(f"{experiment.name}: {err}") from None
+        message = str(err)
+        raise ConfigError(message if message.startswith(experiment.name) else f"{experiment.name}: {message}") \
+            from None
+
+
+def _variant_tasks(plan_: Plan, item: PlannedExperiment, config: Any, jobs: int) -> list[Task]:
+    as_dict = to_dict(config)
+    tasks = []
+    for run in item.experiment.runs(config):
+        # a control run shares its seed with its original; runs of one seed group share theirs
+        seed = derive_seed(plan_.seed, item.name, run.seed_group or run.label)
+        params = dict(run.params)
+        key = run_key(item.name, as_dict, run.label, params, seed, plan_.device)
+        tasks.append(Task(item.name, as_dict, run.label, params, seed, plan_.device, key, str(plan_.store.root),
+                          threads=threads_per_job(jobs) if jobs > 1 else 0))
+    return tasks
 
 
 def tasks_for(plan_: Plan, jobs: int = 1) -> list[Task]:
-    tasks = []
+    """Every run of the plan, the negative controls' runs included (a run two variants share appears once)."""
+    tasks: dict[str, Task] = {}
     for item in plan_.experiments:
         if item.skip_reason is not None:
             continue
-        config = to_dict(item.config)
-        for run in item.experiment.runs(item.config):
-            seed = derive_seed(plan_.seed, item.name, run.label)
-            params = dict(run.params)
-            key = run_key(item.name, config, run.label, params, seed, plan_.device)
-            tasks.append(Task(item.name, config, run.label, params, seed, plan_.device, key,
-                              str(plan_.store.root), threads=threads_per_job(jobs) if jobs > 1 else 0))
-    return tasks
+        for _, config in item.variants():
+            for task in _variant_tasks(plan_, item, config, jobs):
+                tasks.setdefault(task.key, task)
+    return list(tasks.values())
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -163,8 +205,8 @@ def execute(plan_: Plan, *, jobs: int = 1, cluster: str | None = None, force: bo
     tasks = tasks_for(plan_, jobs)
     if force:
         for task in tasks:
-            store.path(task.experiment, task.key).unlink(missing_ok=True)
-    todo = [t for t in tasks if not store.has(t.experiment, t.key)]
+            store.remove(task.experiment, task.key)
+    todo = [t for t in tasks if store.verified(t.experiment, t.key) is None]
     on_start(len(tasks), len(todo))
     run_tasks(todo, jobs=jobs, cluster=cluster, on_done=on_done)
 
@@ -175,32 +217,57 @@ def figure_png(figure: Any) -> bytes:
     return buffer.getvalue()
 
 
-def analyse(plan_: Plan) -> list[ExperimentOutcome]:
-    """Analyse stored results. Claims that depend on a diverged run fail with that reason."""
+def stored_run(plan_: Plan, task: Task, *, recompute: bool = True) -> StoredRun:
+    """A task's stored run, verified against its checksum. One that vanished or is corrupt (then quarantined) is
+    recomputed here when ``recompute``; otherwise ConfigError names it."""
     store = plan_.store
+    present = store.has(task.experiment, task.key)
+    run = store.verified(task.experiment, task.key)
+    if run is None and recompute:
+        if not present:
+            logging.getLogger("repdyn").warning("warning: stored run %s is missing; recomputing it",
+                                                store.path(task.experiment, task.key))
+        execute_task(task)
+        run = store.verified(task.experiment, task.key)
+    if run is None:
+        raise ConfigError(f"{task.experiment}: run {task.label!r} has no stored result in {store.root}; "
+                          f"run `repdyn reproduce --out {plan_.out}` to finish it")
+    return run
+
+
+def analyse(plan_: Plan, *, recompute: bool = True) -> list[ExperimentOutcome]:
+    """Analyse stored results (a run missing or corrupt by now is recomputed when ``recompute``, see
+    :func:`stored_run`) and judge every claim against its negative control. Claims that depend on a diverged run
+    are not reproduced, with that reason."""
     outcomes = []
-    by_experiment: dict[str, list[Task]] = {}
-    for task in tasks_for(plan_):
-        by_experiment.setdefault(task.experiment, []).append(task)
     for item in plan_.experiments:
         experiment = item.experiment
-        stored: dict[str, StoredRun] = {}
-        for task in by_experiment.get(item.name, []):
-            if not store.has(task.experiment, task.key):
-                raise ConfigError(f"{item.name}: run {task.label!r} has no stored result in {store.root}; "
-                                  f"run `repdyn reproduce --out {plan_.out}` to finish it")
-            stored[task.label] = store.read(task.experiment, task.key)
         if item.skip_reason is not None:
             outcomes.append(ExperimentOutcome(
-                item.name, experiment.title, experiment.seed, experiment.source, to_dict(item.config),
+                item.name, experiment.title, experiment.paper, experiment.source, to_dict(item.config),
                 [skip(item.name, spec, item.skip_reason) for spec in experiment.claims], {}, [], [],
                 notes=f"skipped: {item.skip_reason}"))
             continue
-        outcomes.append(_analyse_one(experiment, item.config, stored))
+        variants = [(control, config, _stored(plan_, item, config, recompute))
+                    for control, config in item.variants()]
+        outcomes.append(_analyse_one(experiment, variants))
     return outcomes
 
 
-def _analyse_one(experiment: Experiment, config: Any, stored: Mapping[str, StoredRun]) -> ExperimentOutcome:
+def _stored(plan_: Plan, item: PlannedExperiment, config: Any, recompute: bool) -> dict[str, StoredRun]:
+    return {task.label: stored_run(plan_, task, recompute=recompute)
+            for task in _variant_tasks(plan_, item, config, 1)}
+
+
+@dataclass
+class _VariantAnalysis:
+    measured: Mapping[str, Any]
+    failures: dict[str, str]  # claim id -> why it has no value
+    analysis: Any = None
+    error: str = ""
+
+
+def _analyse_variant(experiment: Experiment, config: Any, stored: Mapping[str, StoredRun]) -> _VariantAnalysis:
     diverged = {label: run for label, run in stored.items() if run.diverged}
     results = {label: run.result for label, run in stored.items() if not run.diverged}
     failures: dict[str, str] = {}
@@ -210,28 +277,48 @@ def _analyse_one(experiment: Experiment, config: Any, stored: Mapping[str, Store
             first = diverged[hit[0]].meta
             failures[spec.id] = (f"run {hit[0]!r} diverged at step {first.get('step')} "
                                  f"({first.get('reason', 'loss NaN/inf')})")
-    errors: list[str] = []
-    figures: dict[str, bytes] = {}
-    metrics: list[dict[str, Any]] = []
-    notes = ""
-    measured: Mapping[str, Any] = {}
     try:
         analysis = experiment.analyse(config, results)
-        measured, metrics, notes = analysis.measured, analysis.metrics, analysis.notes
-        for name, figure in analysis.figures.items():
-            figures[name] = figure_png(figure)
     except Exception as err:  # noqa: BLE001 - shown in the report; the claims fail with the reason
         reason = f"analysis failed: {type(err).__name__}: {err}"
         if diverged:
             reason += f" (runs diverged: {', '.join(diverged)})"
-        errors.append(reason)
+        for spec in experiment.claims:
+            failures.setdefault(spec.id, reason)
+        return _VariantAnalysis({}, failures, error=reason)
+    return _VariantAnalysis(analysis.measured, failures, analysis)
+
+
+def _analyse_one(experiment: Experiment,
+                 variants: Sequence[tuple[Control | None, Any, Mapping[str, StoredRun]]]) -> ExperimentOutcome:
+    (_, config, stored), *controls = variants
+    main = _analyse_variant(experiment, config, stored)
+    by_control = {control: _analyse_variant(experiment, control_cfg, control_stored)
+                  for control, control_cfg, control_stored in controls}
+    errors = [main.error] if main.error else []
+    errors += [f"control {c.description!r}: {v.error}" for c, v in by_control.items() if v.error]
+    figures: dict[str, bytes] = {}
+    metrics: list[dict[str, Any]] = []
+    notes = ""
+    if main.analysis is not None:
+        metrics, notes = main.analysis.metrics, main.analysis.notes
+        for name, figure in main.analysis.figures.items():
+            figures[name] = figure_png(figure)
+    for variant in by_control.values():
+        for figure in variant.analysis.figures.values() if variant.analysis is not None else ():
+            figure.clear()
     claims = []
     for spec in experiment.claims:
-        failure = failures.get(spec.id)
-        if failure is None and spec.id not in measured and errors:
-            failure = errors[0]
-        claims.append(evaluate(experiment.name, spec, measured.get(spec.id), failure))
+        control = by_control.get(spec.control) if spec.control is not None else None
+        claims.append(evaluate(
+            experiment.name, spec, main.measured.get(spec.id), main.failures.get(spec.id),
+            control=None if control is None else control.measured.get(spec.id),
+            control_failure=None if control is None else control.failures.get(spec.id)))
     runs = [{"label": label, "status": run.status, "seconds": run.meta.get("seconds"),
              "step": run.meta.get("step")} for label, run in stored.items()]
-    return ExperimentOutcome(experiment.name, experiment.title, experiment.seed, experiment.source,
+    for control, _, control_stored in controls:
+        runs += [{"label": f"{label} [control: {control.description}]", "status": run.status,
+                  "seconds": run.meta.get("seconds"), "step": run.meta.get("step")}
+                 for label, run in control_stored.items()]
+    return ExperimentOutcome(experiment.name, experiment.title, experiment.paper, experiment.source,
                              to_dict(config), claims, figures, metrics, runs, notes, errors)

@@ -1,5 +1,6 @@
 """A task is one run of one experiment, self-contained and picklable, so any executor (this process, local
-worker processes, a Dask cluster) can run it; its result goes straight into the result store."""
+worker processes, a Dask cluster) can run it; its result goes straight into the result store. A task runs under
+its run's file lock, so two processes never compute the same run at once: the second finds it stored."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from repdyn.experiments.base import RunSpec
 from repdyn.experiments.config import from_dict
 from repdyn.nn.divergence import Diverged
 from repdyn.runtime import registry
+from repdyn.runtime.atomic import WriteError
 from repdyn.runtime.store import ResultStore
 
 
@@ -43,11 +45,20 @@ class TaskFailed(RuntimeError):
         return type(self), (self.task, self.detail)  # crosses process boundaries (joblib, Dask)
 
 
-def execute_task(task: Task) -> str:
-    """Run one task and store its result atomically. Returns "ok", "diverged" or "cached"."""
+def execute_task(task: Task, *, wait: bool = True) -> str:
+    """Run one task and store its result atomically. Returns "ok", "diverged" or "cached" (a valid result is
+    stored; a corrupt one is quarantined and recomputed), or "busy" when ``wait`` is False and another process
+    holds the run's lock."""
     store = ResultStore(task.store_root)
-    if store.has(task.experiment, task.key):
-        return "cached"
+    with store.lock(task.experiment, task.key, wait=wait) as held:
+        if not held:
+            return "busy"
+        if store.verified(task.experiment, task.key, locked=True) is not None:
+            return "cached"
+        return _compute(task, store)
+
+
+def _compute(task: Task, store: ResultStore) -> str:
     if task.threads:
         torch.set_num_threads(task.threads)
     experiment = registry.get(task.experiment)
@@ -64,5 +75,8 @@ def execute_task(task: Task) -> str:
     except Exception as err:  # noqa: BLE001 - reported with its traceback, never stored as a result
         raise TaskFailed(task, "".join(traceback.format_exception_only(type(err), err)).strip()) from err
     meta["seconds"] = time.perf_counter() - start
-    store.write(task.experiment, task.key, result, meta)
+    try:
+        store.write(task.experiment, task.key, result, meta)
+    except WriteError as err:  # a full disk: nothing partial is left, the message names the folder
+        raise TaskFailed(task, str(err)) from err
     return meta["status"]

@@ -1,5 +1,6 @@
 """Experiments of seed 000 (effective theory of two-point representation dynamics), in the issue's order."""
 
+from repdyn.experiments.base import Paper
 from repdyn.experiments.effective_theory.adam import AdamDynamics
 from repdyn.experiments.effective_theory.blobs import FeatureCollapse
 from repdyn.experiments.effective_theory.control import DepthDependence, PerturbedDynamicsControl
@@ -8,6 +9,11 @@ from repdyn.experiments.effective_theory.final_distance import FinalDistance
 from repdyn.experiments.effective_theory.init_scale import InitialWeightScale
 from repdyn.experiments.effective_theory.two_point import TwoPointDynamics
 from repdyn.experiments.effective_theory.xor import XorStructure
+
+PAPER = Paper("000", "effective_theory", "When Representations Align: Universality in Representation Learning Dynamics",
+          "van Rossem & Saxe",
+          "An effective theory of two-point representation dynamics: three variables, two effective learning rates; "
+          "rich (small init) vs lazy (large init) final structure.")
 
 EXPERIMENTS = (TwoPointDynamics(), InitialWeightScale(), FinalDistance(), PerturbedDynamicsControl(),
                DepthDependence(), XorStructure(), FeatureCollapse(),

@@ -46,7 +46,7 @@ SCALE_CONFIGS = {
 class AdamDynamics(Experiment):
     name = "effective_theory.adam"
     title = "Adam: dynamics off the theory, final structure on it"
-    seed = "000"
+    paper = "000"
     source = "Figs. 15-18 (App. C.5)"
     Config = AdamConfig
     claims = (

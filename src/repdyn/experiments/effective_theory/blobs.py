@@ -81,7 +81,7 @@ def context_separation(h: np.ndarray, data: ContextBlobs) -> float:
 class FeatureCollapse(Experiment):
     name = "effective_theory.blobs"
     title = "Feature collapse on the Gaussian-blob context task"
-    seed = "000"
+    paper = "000"
     source = "Figs. 7, 8, 13, Table 2"
     Config = BlobsConfig
     claims = (

@@ -50,7 +50,7 @@ def train_default(config: DefaultRunConfig, seed: int, device: str, layers: list
 class PerturbedDynamicsControl(Experiment):
     name = "effective_theory.control"
     title = "Control: Eq. 7 against four perturbed dynamics"
-    seed = "000"
+    paper = "000"
     source = "Fig. 11 (App. C.1), Eq. 51"
     Config = DefaultRunConfig
     claims = (
@@ -130,7 +130,7 @@ class PerturbedDynamicsControl(Experiment):
 class DepthDependence(Experiment):
     name = "effective_theory.depth"
     title = "Fit quality and effective rates at every read-out layer"
-    seed = "000"
+    paper = "000"
     source = "Fig. 10, Eq. 14"
     Config = DefaultRunConfig
     claims = (

@@ -18,10 +18,10 @@ from matplotlib.figure import Figure
 from scipy import stats
 
 from repdyn.data.digits import load_digits, one_hot
-from repdyn.data.mnist import load_mnist
+from repdyn.data.mnist import check_mnist_folder, load_mnist
 from repdyn.experiments.base import Analysis, Experiment, RunSpec
 from repdyn.experiments.claims import ClaimSpec, Measured, at_least, at_most
-from repdyn.experiments.config import param
+from repdyn.experiments.config import check_data_folder, param
 from repdyn.experiments.effective_theory.common import fit_member, readout_layer, trajectory_figure
 from repdyn.experiments.effective_theory.multipoint import pairwise
 from repdyn.nn import MLP, Ensemble, Schedule, train
@@ -83,7 +83,7 @@ def block_mask(labels: np.ndarray) -> np.ndarray:
 class DigitsStructure(Experiment):
     name = "effective_theory.digits"
     title = "Digits: 0/1 pair trajectories and the final distance structure"
-    seed = "000"
+    paper = "000"
     source = "Figs. 4, 9, Eq. 10, Eq. 50"
     Config = DigitsConfig
     claims = (
@@ -97,6 +97,10 @@ class DigitsStructure(Experiment):
 
     def config(self, scale: str) -> DigitsConfig:
         return SCALE_CONFIGS[scale]
+
+    def prepare(self, config: DigitsConfig) -> None:
+        check_data_folder("data_folder", config.data_folder,
+                          functools.partial(check_mnist_folder, splits=("train",), n=config.n_train))
 
     def runs(self, config: DigitsConfig) -> list[RunSpec]:
         return [RunSpec("train", {"seeds": config.seeds})]

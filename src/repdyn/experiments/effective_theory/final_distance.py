@@ -40,7 +40,7 @@ def grid_points(n: int) -> tuple[np.ndarray, np.ndarray]:
 class FinalDistance(Experiment):
     name = "effective_theory.final_distance"
     title = "Final representational distance across input and output distances"
-    seed = "000"
+    paper = "000"
     source = "Fig. 5, Eq. 10"
     Config = FinalDistanceConfig
     claims = (

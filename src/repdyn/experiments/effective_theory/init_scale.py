@@ -42,7 +42,7 @@ SCALE_CONFIGS = {
 class InitialWeightScale(Experiment):
     name = "effective_theory.init_scale"
     title = "Initial weight scale: plateau vs immediate decay, and the loss plateau at Y/8"
-    seed = "000"
+    paper = "000"
     source = "Fig. 3, Fig. 12, Table 1, Eq. 9"
     Config = InitScaleConfig
     claims = (

@@ -47,7 +47,7 @@ SCALE_CONFIGS = {
 class TwoPointDynamics(Experiment):
     name = "effective_theory.two_point"
     title = "Two-point representation dynamics across architectures"
-    seed = "000"
+    paper = "000"
     source = "Fig. 2, Table 1, Eq. 7, Eq. 49"
     Config = TwoPointConfig
     claims = (

@@ -69,7 +69,7 @@ def merge_ratios(distances: np.ndarray) -> tuple[np.ndarray, float]:
 class XorStructure(Experiment):
     name = "effective_theory.xor"
     title = "XOR: merging of same-output pairs at small initial weights"
-    seed = "000"
+    paper = "000"
     source = "Fig. 6, Table 2, Eq. 10"
     Config = XorConfig
     claims = (

@@ -1,0 +1,142 @@
+"""Verdicts: a claim's per-seed values summarised with a 90 % interval, judged against its expectation and its
+negative control.
+
+- Continuous values: the claim's statistic (median or mean) with a percentile bootstrap interval
+  (``scipy.stats.bootstrap``). Booleans (:class:`~repdyn.experiments.claims.Holds`): the fraction of seeds on which
+  the statement holds, with the exact binomial (Clopper-Pearson) interval. Exact claims: the single value.
+- ``reproduced`` when the whole interval satisfies the expectation, ``not reproduced`` when it wholly violates
+  it, ``inconclusive`` when it straddles the boundary or fewer than :data:`MIN_SEEDS` seeds were measured, and
+  ``vacuous`` when the negative control satisfies the expectation too. A control whose own interval straddles the
+  boundary leaves the claim ``inconclusive``: the measurement cannot yet tell learning from no learning.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+from repdyn.experiments.claims import (
+    INCONCLUSIVE,
+    NOT_REPRODUCED,
+    REPRODUCED,
+    SATISFIED,
+    SKIPPED,
+    STRADDLES,
+    VACUOUS,
+    VIOLATED,
+    ClaimResult,
+    ClaimSpec,
+    Measured,
+)
+
+CONFIDENCE = 0.9
+MIN_SEEDS = 3
+"""Fewest independent seeds for a verdict on a non-exact claim."""
+
+NOT_MEASURED = "not measured: the analysis had no data for it in this config (e.g. a condition it needs was not run)"
+
+
+@dataclass(frozen=True)
+class Interval:
+    estimate: float
+    low: float
+    high: float
+
+
+def interval(spec: ClaimSpec, values: Sequence[float | bool]) -> Interval:
+    """The claim's statistic over ``values`` with its 90 % interval (exact claims: the value itself)."""
+    if spec.expectation.statistic == "fraction":
+        hits = sum(bool(v) and not (isinstance(v, float) and math.isnan(v)) for v in values)
+        ci = stats.binomtest(hits, len(values)).proportion_ci(confidence_level=CONFIDENCE, method="exact")
+        return Interval(hits / len(values), float(ci.low), float(ci.high))
+    data = np.asarray(values, dtype=float)
+    summary = np.median if spec.statistic == "median" else np.mean
+    estimate = float(summary(data))
+    if spec.exact or len(data) == 1 or np.isnan(data).any() or np.ptp(data) == 0:
+        return Interval(estimate, estimate, estimate)  # a seed that could not be measured (NaN) violates
+    if not np.isfinite(data).all():
+        return Interval(estimate, float(data.min()), float(data.max()))
+    result = stats.bootstrap((data,), summary, confidence_level=CONFIDENCE, method="percentile",
+                             n_resamples=4999, rng=np.random.default_rng(0))
+    return Interval(estimate, float(result.confidence_interval.low), float(result.confidence_interval.high))
+
+
+def _judge(spec: ClaimSpec, values: Sequence[float | bool]) -> tuple[Interval, str]:
+    """The interval and the verdict it alone gives (before the control is considered)."""
+    found = interval(spec, values)
+    if not spec.exact and len(values) < MIN_SEEDS:
+        return found, INCONCLUSIVE
+    relation = spec.expectation.relate(found.low, found.high)
+    return found, {SATISFIED: REPRODUCED, VIOLATED: NOT_REPRODUCED, STRADDLES: INCONCLUSIVE}[relation]
+
+
+def _as_measured(measured: Measured | float | bool | Sequence[float | bool] | None) -> Measured | None:
+    if measured is None or isinstance(measured, Measured):
+        return measured
+    return Measured(measured)
+
+
+def evaluate(experiment: str, spec: ClaimSpec, measured: Measured | float | bool | Sequence | None,
+             failure: str | None = None, *, control: Measured | float | bool | Sequence | None = None,
+             control_failure: str | None = None) -> ClaimResult:
+    """Judge one claim. ``failure`` (e.g. "run 'g=0.1' diverged at step 412") makes it not reproduced without a
+    value; ``control`` is what the same analysis measured on the claim's negative control."""
+    common = dict(experiment=experiment, id=spec.id, statement=spec.statement, source=spec.source,
+                  quote=spec.quote, band_reason=spec.band_reason, expected=spec.expectation.describe(),
+                  statistic=_statistic_name(spec), recorded=spec.recorded, figure=spec.figure,
+                  band=spec.expectation.bounds(),
+                  control=spec.control.description if spec.control else spec.no_control,
+                  disagreement=spec.disagreement.describe() if spec.disagreement else "")
+    measured = _as_measured(measured)
+    if failure is not None or measured is None or not measured.values:
+        return ClaimResult(**common, values=(), estimate=None, ci_low=None, ci_high=None,
+                           verdict=NOT_REPRODUCED, note=failure or NOT_MEASURED)
+    found, verdict = _judge(spec, measured.values)
+    notes = [measured.note] if measured.note else []
+    if verdict == INCONCLUSIVE and not spec.exact and len(measured.values) < MIN_SEEDS:
+        notes.append(f"{len(measured.values)} seed(s): a verdict needs at least {MIN_SEEDS}")
+    control_fields: dict = {}
+    if spec.control is not None:
+        control_measured = _as_measured(control)
+        if control_failure is not None or control_measured is None or not control_measured.values:
+            control_fields["control_verdict"] = "not measured"
+            notes.append(f"control not measured: {control_failure or NOT_MEASURED}")
+            if verdict == REPRODUCED:
+                verdict = INCONCLUSIVE
+        else:
+            control_found, control_verdict = _judge(spec, control_measured.values)
+            control_fields.update(control_value=control_found.estimate,
+                                  control_ci=(control_found.low, control_found.high))
+            if control_verdict == REPRODUCED:
+                control_fields["control_verdict"] = "passes too"
+                if verdict in (REPRODUCED, INCONCLUSIVE):
+                    verdict = VACUOUS
+            elif control_verdict == NOT_REPRODUCED:
+                control_fields["control_verdict"] = "fails as it should"
+            else:
+                control_fields["control_verdict"] = "undecided"
+                if verdict == REPRODUCED:
+                    verdict = INCONCLUSIVE
+                    notes.append("the control's interval straddles the expectation: it cannot yet tell this "
+                                 "result from the control's")
+    return ClaimResult(**common, values=measured.values, estimate=found.estimate, ci_low=found.low,
+                       ci_high=found.high, verdict=verdict, note="; ".join(notes), **control_fields)
+
+
+def _statistic_name(spec: ClaimSpec) -> str:
+    if spec.exact:
+        return "exact"
+    return "fraction of seeds" if spec.expectation.statistic == "fraction" else spec.statistic
+
+
+def skip(experiment: str, spec: ClaimSpec, reason: str) -> ClaimResult:
+    """A claim not evaluated because its experiment was skipped (see ``Experiment.prepare``)."""
+    return ClaimResult(experiment, spec.id, spec.statement, spec.source, spec.quote, spec.band_reason,
+                       spec.expectation.describe(), _statistic_name(spec), (), None, None, None, SKIPPED,
+                       spec.recorded, reason, figure=spec.figure, band=spec.expectation.bounds(),
+                       control=spec.control.description if spec.control else spec.no_control,
+                       disagreement=spec.disagreement.describe() if spec.disagreement else "")
