@@ -1,14 +1,15 @@
-"""Monitor overhead: the digits CNN example (examples/digits_cnn_monitor.py, default 30 epochs) trained without and
-with a Monitor at its default schedule, side by side in one process.
+"""Monitor overhead on two examples, each trained without and with a Monitor at its default schedule, side by side
+in one process: the digits CNN (examples/digits_cnn_monitor.py, squared error, 30 epochs) and the Transformer
+encoder on token ids (examples/transformer_monitor.py, cross-entropy, AdamW, 10 epochs).
 
-One fresh subprocess trains plain, monitored, plain, monitored, ... (same seed, so the same model and data
-order); the fastest run of each kind is compared (so the first monitored run's one-time torch.func set-up is left
-out), in wall time and in the process's CPU time (user + system; one torch
-thread), which other jobs on a shared machine disturb less. The timed span is the whole training function: data,
-model, the Monitor's construction and checks, the loop with its recordings; the monitored runs also save the
-recording. torch.func's first use imports torch._dynamo, a one-time cost of the process that the Monitor pays at
-construction (its NTK check): it is imported and timed before the first run and reported apart. Peak memory:
-max RSS after the plain runs minus the RSS after imports, and the further rise during the monitored runs.
+For each example one fresh subprocess trains plain, monitored, plain, monitored, ... (same seed, so the same model
+and data order); the fastest run of each kind is compared (so the first monitored run's one-time torch.func set-up
+is left out), in wall time and in the process's CPU time (user + system; one torch thread), which other jobs on a
+shared machine disturb less. The timed span is the whole training function: data, model, the Monitor's construction
+and checks, the loop with its recordings; the monitored runs also save the recording. torch.func's first use
+imports torch._dynamo, a one-time cost of the process that the Monitor pays at construction (its NTK check): it is
+imported and timed before the first run and reported apart. Peak memory: max RSS after the plain runs minus the RSS
+after imports, and the further rise during the monitored runs.
 """
 
 from __future__ import annotations
@@ -22,18 +23,28 @@ import time
 from pathlib import Path
 
 COMMAND = "python benchmarks/bench_monitor.py"
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "digits_cnn_monitor.py"
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 REPEATS = 3
+DESCRIPTIONS = {
+    "digits_cnn_monitor": "SmallCNN (1×8×8 → conv16 → conv32 → 10) on scikit-learn's digits, squared error, SGD + "
+                          "momentum, batch 32, {steps} steps; the Monitor at its default schedule: {records} "
+                          "log-spaced recordings (layers layer0, layer1; 200 probe inputs; two-point on 4 pairs, NTK "
+                          "on 32 inputs at 4 of the recordings, elasticity, effective rank)",
+    "transformer_monitor": "2-layer nn.TransformerEncoder (width 32, 4 heads) on 12 integer token ids, cross-entropy, "
+                           "AdamW, batch 32, {steps} steps; the Monitor at its default schedule: {records} log-spaced "
+                           "recordings (layers encoder.layers.0, encoder.layers.1; 80 probe sequences; two-point on 4 "
+                           "pairs, NTK on 32 sequences at 4 of the recordings, elasticity, effective rank)",
+}
 
 
-def _worker() -> dict[str, object]:
+def _worker(name: str) -> dict[str, object]:
     import importlib.util
     import resource
 
     import torch
 
     torch.set_num_threads(1)
-    spec = importlib.util.spec_from_file_location("digits_cnn_monitor", EXAMPLE)
+    spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
     example = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = example
     spec.loader.exec_module(example)
@@ -69,8 +80,8 @@ def _times(rows: list[dict[str, float]]) -> str:
     return ", ".join(f"{r['seconds']:.2f}" for r in rows)
 
 
-def run() -> str:
-    out = subprocess.run([sys.executable, __file__, "--worker"], capture_output=True, text=True, check=True,
+def _section(name: str) -> list[str]:
+    out = subprocess.run([sys.executable, __file__, "--worker", name], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONWARNINGS": "ignore"})
     result = json.loads(out.stdout.strip().splitlines()[-1])
     runs = result["runs"]
@@ -78,14 +89,12 @@ def run() -> str:
     watched = min(runs["monitor"], key=lambda r: r["seconds"])
     plain_cpu = min(r["cpu_seconds"] for r in runs["plain"])
     watched_cpu = min(r["cpu_seconds"] for r in runs["monitor"])
-    lines = [
-        "### Monitor overhead (`repdyn.Monitor`, examples/digits_cnn_monitor.py)",
+    description = DESCRIPTIONS[name].format(steps=plain["steps"], records=watched["records"])
+    return [
+        f"#### examples/{name}.py",
         "",
-        f"SmallCNN (1×8×8 → conv16 → conv32 → 10) on scikit-learn's digits, squared error, SGD + momentum, batch 32, "
-        f"{plain['steps']} steps; the Monitor at its default schedule: {watched['records']} log-spaced recordings "
-        f"(layers layer0, layer1; 200 probe inputs; two-point on 4 pairs, NTK on 32 inputs at 4 of the recordings, "
-        f"elasticity, effective rank). One process, runs alternating plain / monitored, fastest of {REPEATS} each; "
-        f"1 torch thread, {os.cpu_count()} CPUs (shared machine: other jobs were running).",
+        f"{description}. One process, runs alternating plain / monitored, fastest of {REPEATS} each; 1 torch "
+        f"thread, {os.cpu_count()} CPUs (shared machine: other jobs were running).",
         "",
         "| run | wall time (s) | CPU time (s) | time in recordings (s) | peak memory (MiB) | test accuracy |",
         "|---|---:|---:|---:|---:|---:|",
@@ -95,21 +104,29 @@ def run() -> str:
         f"+{result['monitor_extra_peak_mib']:.0f} | {watched['accuracy']:.3f} |",
         "",
         f"Overhead of the Monitor: **{100 * (watched_cpu / plain_cpu - 1):+.1f} % CPU time** (target ≤ 10 %), "
-        f"{100 * (watched['seconds'] / plain['seconds'] - 1):+.1f} % wall time; with one torch thread the CPU time "
-        "is the wall time an idle machine would take, while wall times on a shared machine vary by up to 2× between "
-        "identical runs (below). Not included: the one-time import of torch._dynamo by torch.func's first call "
-        f"({result['import_seconds']:.2f} s wall, once per process). Equal accuracies: the monitor does not change "
-        "training.",
+        f"{100 * (watched['seconds'] / plain['seconds'] - 1):+.1f} % wall time. Not included: the one-time import "
+        f"of torch._dynamo by torch.func's first call ({result['import_seconds']:.2f} s wall, once per process). "
+        "Equal accuracies: the monitor does not change training.",
         "",
         f"All runs, wall (s): plain {_times(runs['plain'])}; monitored {_times(runs['monitor'])}.",
         "",
-        f"Reproduce: `{COMMAND}`",
     ]
+
+
+def run() -> str:
+    lines = ["### Monitor overhead (`repdyn.Monitor`)", "",
+             "The timed span is the whole training function: data, model, the Monitor's construction and checks, the "
+             "loop with its recordings, the final recording; the monitored runs also save the recording. With one "
+             "torch thread the CPU time is the wall time an idle machine would take, while wall times on a shared "
+             "machine vary by up to 2× between identical runs.", ""]
+    for name in DESCRIPTIONS:
+        lines += _section(name)
+    lines.append(f"Reproduce: `{COMMAND}`")
     return "\n".join(lines)
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--worker"]:
-        print(json.dumps(_worker()))
+    if sys.argv[1:2] == ["--worker"]:
+        print(json.dumps(_worker(sys.argv[2])))
     else:
         print(run())

@@ -4,7 +4,8 @@
     repdyn analyze digits-monitor/monitor/digits_cnn.npz                   # the same report again, by hand
 
 The only lines that concern the monitor are marked ``# monitor``: construct it before training (it checks the
-layer names, the probe set and the labels there), call ``monitor.step(step)`` once per step, save at the end.
+layer names, the probe set and the labels there), call ``monitor.step(step)`` once per step before the update
+(step 0 is the untrained model), save at the end (which records the trained model as step ``total_steps``).
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ def train(*, epochs: int = 30, batch_size: int = 32, lr: float = 0.05, seed: int
     per_epoch = math.ceil(len(y_train) / batch_size)
     total = epochs * per_epoch
     watcher = (Monitor(model, layers=["layer0", "layer1"], probe_inputs=x_test, labels=y_test,  # monitor
-                       total_steps=total, pairs=pairs, name="digits_cnn")
+                       total_steps=total, pairs=pairs, loss_kind="squared_error", name="digits_cnn")
                if monitor else None)
     step = 0
     for _ in range(epochs):
@@ -72,7 +73,7 @@ def train(*, epochs: int = 30, batch_size: int = 32, lr: float = 0.05, seed: int
             optimizer.step()
             step += 1
     if watcher is not None:
-        watcher.step(step)  # monitor: the final model
+        watcher.finish()  # monitor: the trained model, step `total` (save() would also do it)
     model.eval()
     with torch.no_grad():
         accuracy = float((model(x_test).argmax(1) == y_test).float().mean())

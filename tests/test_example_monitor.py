@@ -53,3 +53,36 @@ def test_example_report_renders_in_chromium(example_run, browser, tmp_path):
     assert sections == list(SECTIONS)
     figures = browser.execute_script("return Array.from(document.images).map(i => i.alt)")
     assert len(figures) == 5
+
+
+TRANSFORMER = Path(__file__).resolve().parent.parent / "examples" / "transformer_monitor.py"
+
+
+@pytest.fixture(scope="module")
+def transformer_run(tmp_path_factory):
+    spec = importlib.util.spec_from_file_location("transformer_monitor", TRANSFORMER)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    out = tmp_path_factory.mktemp("transformer")
+    index = module.main(["--out", str(out), "--epochs", "2", "--n-train", "256"])
+    return out, index
+
+
+def test_transformer_example_records_all_of_training_on_token_ids(transformer_run):
+    out, index = transformer_run
+    recording = load_recording(out / "monitor" / "transformer.npz")
+    assert recording.steps[0] == 0 and recording.steps[-1] == 2 * 8 and recording.meta["coverage"] == 1.0
+    assert recording.meta["layers"] == ["encoder.layers.0", "encoder.layers.1"]
+    assert recording["ntk_steps"][-1] == 16 and recording["ntk"].shape[1:] == (32, 32)
+    html = index.read_text()
+    assert 'data-measure="two_point"' in html and 'id="two_point"' not in html  # cross-entropy: left out
+    assert "covers 100 % of training" in html
+
+
+@pytest.mark.browser
+def test_transformer_example_report_renders_in_chromium(transformer_run, browser, tmp_path):
+    _, index = transformer_run
+    check_report_in_browser(browser, index, tmp_path / "transformer.png")
+    sections = browser.execute_script("return Array.from(document.querySelectorAll('section')).map(s => s.id)")
+    assert sections == ["training", "ntk", "elasticity", "representations"]

@@ -9,9 +9,13 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> object:
-    """``repdyn.Monitor``, imported on first use so that ``import repdyn`` stays cheap."""
+    """``repdyn.Monitor`` and ``repdyn.analyze``, imported on first use so that ``import repdyn`` stays cheap."""
     if name == "Monitor":
         from repdyn.monitor import Monitor
 
         return Monitor
+    if name == "analyze":
+        from repdyn.monitor.analysis import analyze
+
+        return analyze
     raise AttributeError(f"module 'repdyn' has no attribute {name!r}")

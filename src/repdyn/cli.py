@@ -243,16 +243,22 @@ def verify(folder: Path = typer.Argument(..., help="A folder written by `repdyn 
 
 @app.command()
 @user_errors
-def analyze(recording: Path = typer.Argument(..., help="A monitor recording: the .npz written by Monitor.save"),
-            out: Path = typer.Option(None, "--out", help="Report folder (default: <name>-report beside the recording)")
+def analyze(recordings: list[Path] = typer.Argument(..., help="Monitor recordings: the .npz files written by "
+                                                                "Monitor.save; several are overlaid in one report"),
+            out: Path = typer.Option(None, "--out", help="Report folder (default: <name>-report beside the recording, "
+                                                         "or monitor-comparison-report beside the first of several)")
             ) -> None:
-    """Write the HTML report of a repdyn.Monitor recording of your own training run."""
+    """Write the HTML report of repdyn.Monitor recordings of your own training runs (several: compared)."""
     from repdyn.monitor.recording import load_recording
     from repdyn.monitor.report import write_monitor_report
 
-    try:
-        load_recording(recording)
-    except ValueError as error:
-        raise ConfigError(str(error)) from None
-    index = write_monitor_report(recording, out or recording.parent / f"{recording.stem}-report")
+    for recording in recordings:
+        try:
+            load_recording(recording)
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
+    first = recordings[0]
+    default = (first.parent / f"{first.stem}-report" if len(recordings) == 1
+               else first.parent / "monitor-comparison-report")
+    index = write_monitor_report(recordings, out or default)
     print(f"report: {index.resolve()}")

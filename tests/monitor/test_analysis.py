@@ -79,3 +79,22 @@ def test_elasticity_estimates_recover_the_l_model_strengths():
     np.testing.assert_allclose([r["B̂"] for r in rows], B, atol=1e-9)
     np.testing.assert_allclose([r["α̂"] for r in rows], alpha, atol=1e-9)
     np.testing.assert_allclose([r["γ̂"] for r in rows], min(alpha - beta, alpha + (K - 1) * beta), atol=1e-9)
+
+
+def test_ntk_verdicts_read_alignment_rising_falling_and_the_kernel_change():
+    labels = np.arange(12) % 3
+    targets = np.eye(3)[labels]
+    noise = np.random.default_rng(1).standard_normal((12, 30))
+    random_kernel, label_kernel = noise @ noise.T, 50 * targets @ targets.T + 0.01 * noise @ noise.T
+    verdicts = {}
+    for name, grams in (("rising", [random_kernel, label_kernel]), ("falling", [label_kernel, random_kernel]),
+                        ("lazy", [random_kernel, 1.01 * random_kernel])):
+        rec = Recording(arrays={"steps": np.array([0, 10]), "ntk_steps": np.array([0, 10]), "ntk": np.stack(grams),
+                                "ntk_index": np.arange(12), "labels": labels, "outputs": np.zeros((2, 12, 3))},
+                        meta=_meta(ntk_points=12))
+        verdicts[name] = ntk(rec).verdicts
+    assert verdicts["rising"][0][0] == "good" and "alignment rose" in verdicts["rising"][0][1]
+    assert verdicts["falling"][0][0] == "warn" and verdicts["falling"][0][1].startswith("kernel alignment falling")
+    assert "rich regime" in verdicts["rising"][1][1]
+    assert verdicts["lazy"][1] == ("info", "the NTK changed by 0.01 of its initial norm: lazy (kernel) regime: the NTK "
+                                           "barely moved")

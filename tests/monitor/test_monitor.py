@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 import repdyn
+from monitor_scripts import Residual
 from repdyn.monitor import Monitor, load_recording
 from repdyn.monitor.monitor import geometric_steps
 from repdyn.nn.cnn import SmallCNN
@@ -28,11 +29,19 @@ def _probe(n: int = 24) -> tuple[torch.Tensor, torch.Tensor]:
 
 def test_import_repdyn_is_lazy_and_exports_monitor():
     assert repdyn.Monitor is Monitor
+    import subprocess
+    import sys
+
+    frameworks = ("pytorch_lightning", "lightning", "transformers", "wandb", "tensorboard")
+    code = ("import sys, repdyn, repdyn.monitor, repdyn.monitor.integrations, repdyn.monitor.sinks; "
+            f"print([m for m in {frameworks!r} if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"  # the optional frameworks are imported only when a callback or sink is made
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"layers": ["1", "nope"]}, r"unknown layer name\(s\) \['nope'\]; available: 0, 1, 2, 3, 4, 5"),
-    ({"probe_inputs": torch.randn(24, 5)}, r"probe_inputs of shape \(24, 5\) do not fit the model"),
+    ({"probe_inputs": torch.randn(24, 5)}, r"probe_inputs of shape \(24, 5\) float32 do not fit the model"),
     ({"probe_inputs": torch.randn(6)}, r"probe_inputs must be a tensor \(n, \.\.\.\)"),
     ({"labels": None}, r"measure\(s\) \['two_point', 'ntk', 'elasticity'\] need labels"),
     ({"labels": torch.arange(23) % 3}, r"labels must be \(n,\) = \(24,\) integer classes"),
@@ -42,6 +51,13 @@ def test_import_repdyn_is_lazy_and_exports_monitor():
     ({"measures": ["rank", "curvature"]}, r"unknown measure\(s\) \['curvature'\]"),
     ({"pairs": [(0, 0)]}, r"pairs must hold two different indices in \[0, 24\)"),
     ({"pairs": [(0, 30)]}, r"pairs must hold two different indices"),
+    ({"loss_kind": "hinge"}, r"loss_kind='hinge'; allowed: cross_entropy, squared_error, other"),
+    ({"every_n_steps": 5, "schedule": [0, 5]}, r"give either schedule= or every_n_steps=, not both"),
+    ({"every_n_steps": 0}, r"every_n_steps=0 must be an integer >= 1"),
+    ({"total_steps": 10, "schedule": [0, 20]}, r"schedule steps must lie in \[0, total_steps=10\], got \[20\]"),
+    ({"select": {"3": 0}}, r"select names layer\(s\) \['3'\] that are not among layers=\['1'\]"),
+    ({"output_fn": lambda out: out[:, :, None]}, r"it returned \(2, 3, 1\) .* pass output_fn to turn its output"),
+    ({"on_record": 3}, r"on_record must be a function sink\(scalars, step\)"),
 ])
 def test_bad_input_is_refused_before_training(kwargs, message):
     x, y = _probe()
@@ -195,26 +211,10 @@ def test_monitor_on_cuda_matches_cpu():
         np.testing.assert_allclose(results[1][key], results[0][key], rtol=2e-3, atol=1e-4, err_msg=key)
 
 
-class _Residual(nn.Module):
-    """A_l = A_{l-1} + V_l relu(A_{l-1}) + b_l (two blocks), then the identity read-out: outputs = A_2ᵀ."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        torch.manual_seed(4)
-        self.blocks = nn.ModuleList([nn.Linear(3, 3) for _ in range(2)])
-        self.stream = nn.ModuleList([nn.Identity() for _ in range(3)])
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        a = self.stream[0](x)
-        for block, out in zip(self.blocks, self.stream[1:]):
-            a = out(a + block(torch.relu(a)))
-        return a
-
-
 def test_hamiltonian_momenta_follow_the_backward_closed_form():
     """At the output, with C = ‖Y − A_L‖²_F/N and an identity read-out, B_L = (2/(λN))(Y − A_L) ([E-BWD] of spec
     002 §2.4); −2H/L̃ = 2⟨B, A⟩ − ‖Bσ(A)ᵀ‖² (Eq. (1) of seed 002) computed here by hand."""
-    model = _Residual()
+    model = Residual()
     x, y = torch.randn(9, 3, generator=torch.Generator().manual_seed(2)), torch.arange(9) % 3
     lam = 0.1
 

@@ -125,3 +125,29 @@ def test_zero_dimensional_parameters_have_their_exact_term():
     torch.testing.assert_close(full, x @ x.T + 1.0)
     torch.testing.assert_close(empirical_ntk(model, x, params=["bias"], method="jacobian"), torch.ones(5, 5,
                                dtype=torch.float64))
+
+
+class TokenNet(torch.nn.Module):
+    """Integer token ids -> embedding -> a 2-layer TransformerEncoder -> mean over tokens -> 3 logits."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.emb = torch.nn.Embedding(11, 8)
+        layer = torch.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.1, batch_first=True)
+        self.encoder = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.head = torch.nn.Linear(8, 3)
+
+    def forward(self, tokens):
+        return self.head(self.encoder(self.emb(tokens)).mean(1))
+
+
+@pytest.mark.filterwarnings("ignore:There is a performance drop")
+def test_ntk_of_a_model_on_token_ids_differentiates_parameters_only():
+    model = TokenNet()
+    tokens = torch.randint(0, 11, (5, 4), generator=torch.Generator().manual_seed(1))
+    fast = empirical_ntk(model, tokens)
+    reference = empirical_ntk(model, tokens, method="jacobian")
+    torch.testing.assert_close(fast, reference, rtol=1e-4, atol=1e-4)
+    as_dict = empirical_ntk(model, {"ids": tokens}, forward=lambda m, b: m(b["ids"]))
+    torch.testing.assert_close(as_dict, reference, rtol=1e-4, atol=1e-4)

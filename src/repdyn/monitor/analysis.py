@@ -16,34 +16,72 @@
 α̂, β̂: spec 004 §2.10.3 takes a Savitzky–Golay derivative over every iteration; a monitor records a few
 log-spaced steps, so the derivative is the second-order finite difference on the recorded (non-uniform) steps
 (``numpy.gradient``), which is exact for quadratics like the local Savitzky–Golay fit.
+
+Each section also *reads* its measures: verdicts in plain language with thresholds taken from the theories
+(:data:`THRESHOLDS`), warnings (recording ended early, theory not applicable under the run's loss, kernel alignment
+falling, Hamiltonian not readable), and measures that do not apply are left out with the reason.
+:func:`analyze` gives the same as pandas DataFrames and a summary dict, for scripts.
 """
 
 from __future__ import annotations
 
 import io
 import math
+import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from repdyn.monitor.recording import Recording
+from repdyn.monitor.measures import centred_alignment
+from repdyn.monitor.recording import Recording, load_recording
 from repdyn.probes.collapse import neural_collapse
 from repdyn.probes.kernel_pca import kernel_pca
 from repdyn.theory.effective_theory import FitError, fit_rates, fixed_point_distance
 from repdyn.theory.elastic_sde import margin_alignment, pairwise_separable, separation_rate
 from repdyn.theory.elasticity_estimators import class_mean_logits, integrated_strengths_isotropic
 
+if TYPE_CHECKING:
+    import pandas
+
 SEPARABILITY_CHECKS = 6
 """Separability (K(K−1)/2 linear programs) is checked at this many recorded steps, spread evenly, first and last
 included."""
 
+THRESHOLDS = {
+    "nc1_collapsed": 1.0,
+    "alignment_change": 0.05,
+    "ntk_lazy": 0.1,
+    "ntk_rich": 1.0,
+    "rank_collapse": 0.5,
+    "stationarity_readable": 0.1,
+    "eq10_factor": 2.0,
+}
+"""Where a reading changes, and why:
+
+- nc1_collapsed: NC1 = Tr(Σ_W Σ_B⁺)/C below 1 means the within-class spread is smaller than the separation of
+  the class means; neural collapse (spec 004 §2.8, seed 004 §4) is NC1 → 0.
+- alignment_change: a rise of the centred kernel-label alignment by more than this is the NTK aligning with the
+  task (feature learning, seed 003 §5.2, Fig. 9); a fall by more than this is the kernel moving away from it.
+- ntk_lazy / ntk_rich: relative change ‖K_T − K_0‖_F/‖K_0‖_F of the NTK below ntk_lazy is the kernel (lazy)
+  regime, in which the NTK stays at its initial value (seed 000 §4 large initialisation, seed 003 §3); above
+  ntk_rich the kernel has been rebuilt by training (the rich regime).
+- rank_collapse: a middle layer whose effective rank ends below this fraction of its initial value has
+  compressed its representation: the low-rank bottleneck of seed 002 §2.2 and the compression of seed 003.
+- stationarity_readable: the Hamiltonian is constant across layers only at a critical point (seed 002 Prop. 1);
+  with a stationarity residual above this it is not read.
+- eq10_factor: the Eq. (10) prediction of the final two-point distance agrees when measured/predicted lies within
+  this factor.
+"""
+
+LEVELS = ("good", "warn", "info")
+
 
 @dataclass
 class Section:
-    """One part of the report: a theory's measurements."""
+    """One part of the report: a theory's measurements, with their reading."""
 
     key: str
     title: str
@@ -52,6 +90,10 @@ class Section:
     tables: list[tuple[str, list[dict[str, Any]]]] = field(default_factory=list)
     figures: dict[str, bytes] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    verdicts: list[tuple[str, str]] = field(default_factory=list)
+    """(level, text): level "good" (the theory's expected behaviour), "warn" (read with care / something is off)
+    or "info"."""
+    summary: dict[str, Any] = field(default_factory=dict)
 
 
 def _png(fig: Figure) -> bytes:
@@ -60,39 +102,122 @@ def _png(fig: Figure) -> bytes:
     return buffer.getvalue()
 
 
+def _figure(panels: int, columns: int = 3) -> tuple[Figure, list[Any]]:
+    """A figure of ``panels`` axes, at most ``columns`` per row, laid out without overlapping titles."""
+    columns = min(columns, panels)
+    rows = math.ceil(panels / columns)
+    fig = Figure(figsize=(3.9 * columns, 3.3 * rows), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(rows, columns)).ravel()
+    for ax in axes[panels:]:
+        ax.set_visible(False)
+    return fig, list(axes[:panels])
+
+
 def _step_axis(ax: Any) -> None:
     ax.set_xscale("symlog", linthresh=1.0)
     ax.set_xlabel("training step")
 
 
+def _log_y(ax: Any, values: Any, label: str) -> None:
+    """A log y-axis when the values span more than a decade (else linear: a log axis over less than a decade
+    shows few, oddly written ticks), labelled accordingly."""
+    finite = np.asarray(values, dtype=float)
+    finite = finite[np.isfinite(finite) & (finite > 0)]
+    log = finite.size > 1 and finite.max() / finite.min() > 10
+    if log:
+        ax.set_yscale("log")
+    ax.set_ylabel(f"{label} (log scale)" if log else label)
+
+
+def _change(first: float, last: float) -> str:
+    return f"from {first:.3g} to {last:.3g}"
+
+
+def loss_kind(recording: Recording) -> str | None:
+    return recording.meta.get("loss_kind")
+
+
+def run_verdicts(recording: Recording) -> list[tuple[str, str]]:
+    """Warnings about the recording as a whole: how much of training it covers, the loss it was told."""
+    steps, meta = recording.steps, recording.meta
+    verdicts = []
+    total = meta.get("total_steps")
+    if total is None:
+        verdicts.append(("info", f"total_steps was not given: the recording ends at step {int(steps[-1])}, but the "
+                                 "fraction of training it covers is unknown"))
+    elif steps[-1] < total:
+        verdicts.append(("warn", f"Recording ended early: the last recorded step is {int(steps[-1])} of "
+                                 f"total_steps={total} ({100 * steps[-1] / total:.0f} % of training); the end of "
+                                 "training is not in this report"))
+    else:
+        verdicts.append(("good", f"covers 100 % of training: steps 0 to {total}"))
+    if steps[0] != 0:
+        verdicts.append(("warn", f"the untrained model (step 0) was not recorded: the first step is {int(steps[0])}"))
+    if loss_kind(recording) is None:
+        verdicts.append(("info", "the training loss was not stated (Monitor(loss_kind=...)): measures that assume "
+                                 "the squared error are shown, to be read with care"))
+    return verdicts
+
+
 def probe_accuracy(recording: Recording) -> Section:
-    """Squared error, cross-entropy and accuracy of the probe set at each recorded step, from the outputs."""
+    """The probe loss (the one the run trains with) and accuracy at each recorded step, from the outputs."""
     steps, outputs = recording.steps, torch.as_tensor(recording["outputs"], dtype=torch.float64)
+    kind = loss_kind(recording)
+    names = {"cross_entropy": ["probe cross-entropy"], "squared_error": ["probe squared error"]}.get(
+        kind or "", ["probe cross-entropy", "probe squared error"])
     section = Section("training", "Training on the probe set", "recorded outputs",
-                      "Squared error ½‖f(x) − onehot(y)‖², cross-entropy and accuracy of the model's outputs on the "
-                      "probe inputs.")
+                      f"{' and '.join(names).capitalize()} (the loss the run trains with"
+                      f"{'' if kind in ('cross_entropy', 'squared_error') else ', not stated'}) and accuracy of the "
+                      "model's outputs on the probe inputs.")
     if "labels" not in recording:
         section.notes.append("no labels were given: only the recorded step times are shown")
         return section
     labels = torch.as_tensor(recording["labels"])
-    ce = torch.stack([torch.nn.functional.cross_entropy(o, labels) for o in outputs]).numpy()
-    onehot = torch.nn.functional.one_hot(labels, outputs.shape[-1]).double()
-    squared = (0.5 * (outputs - onehot).pow(2).sum(-1).mean(-1)).numpy()
+    series = {
+        "probe cross-entropy": torch.stack([torch.nn.functional.cross_entropy(o, labels) for o in outputs]).numpy(),
+        "probe squared error": (0.5 * (outputs - torch.nn.functional.one_hot(labels, outputs.shape[-1]).double())
+                                .pow(2).sum(-1).mean(-1)).numpy()}
     accuracy = (outputs.argmax(-1) == labels).double().mean(-1).numpy()
     section.tables.append(("per step", [
-        {"step": int(s), "probe squared error": float(q), "probe cross-entropy": float(c),
-         "probe accuracy": float(a), "training loss": None if math.isnan(l) else float(l),
-         "record seconds": float(t)}
-        for s, q, c, a, l, t in zip(steps, squared, ce, accuracy, recording["loss"], recording["record_seconds"])]))
-    fig = Figure(figsize=(5.5, 3.2))
-    ax = fig.add_subplot()
-    ax.plot(steps, squared, "^-", label="probe squared error")
-    ax.plot(steps, ce, "o-", label="probe cross-entropy")
-    ax.plot(steps, accuracy, "s-", label="probe accuracy")
-    _step_axis(ax)
-    ax.legend()
+        {"step": int(s), **{n: float(series[n][t]) for n in names}, "probe accuracy": float(accuracy[t]),
+         "training loss": None if math.isnan(l) else float(l), "record seconds": float(r)}
+        for t, (s, l, r) in enumerate(zip(steps, recording["loss"], recording["record_seconds"]))]))
+    fig, (ax1, ax2) = _figure(2)
+    for marker, name in zip("o^", names):
+        ax1.plot(steps, series[name], f"{marker}-", label=name)
+    _log_y(ax1, np.concatenate([series[n] for n in names]), "probe loss")
+    ax1.legend(fontsize=7)
+    ax1.set_title("probe loss")
+    ax2.plot(steps, accuracy, "s-", color="C2")
+    ax2.set_ylim(-0.02, 1.02)
+    ax2.set_ylabel("probe accuracy")
+    ax2.set_title("probe accuracy")
+    for ax in (ax1, ax2):
+        _step_axis(ax)
     section.figures["probe loss and accuracy"] = _png(fig)
+    main = series[names[0]]
+    section.verdicts.append(("good" if accuracy[-1] > accuracy[0] else "warn",
+                             f"probe accuracy {_change(accuracy[0], accuracy[-1])}"))
+    if main[-1] > main[0]:
+        section.verdicts.append(("warn", f"the {names[0]} rose {_change(main[0], main[-1])}: training is diverging "
+                                         "or the probe set is not learned"))
+    else:
+        section.verdicts.append(("good", f"the {names[0]} fell {_change(main[0], main[-1])}"))
+    section.summary.update(probe_accuracy_first=float(accuracy[0]), probe_accuracy_last=float(accuracy[-1]),
+                           probe_loss_first=float(main[0]), probe_loss_last=float(main[-1]), probe_loss=names[0])
     return section
+
+
+def two_point_applies(recording: Recording) -> str | None:
+    """None when the two-point theory applies to the run, else the reason it does not."""
+    if loss_kind(recording) == "cross_entropy":
+        return ("Eq. (7) of seed 000 is derived for gradient flow on the squared error; this run trains with "
+                "cross-entropy, so the effective rates and the Eq. (10) prediction do not apply (u, v, w are still "
+                "in steps.csv)")
+    if loss_kind(recording) == "other":
+        return ("Eq. (7) of seed 000 is derived for the squared error, not this run's loss (u, v, w are still in "
+                "steps.csv)")
+    return None
 
 
 def two_point(recording: Recording) -> Section:
@@ -104,63 +229,73 @@ def two_point(recording: Recording) -> Section:
                       "Eq. (10) predicts the final u from u(0), v(0), ‖Δx‖², ‖Δy‖² and τ_y/τ_h.")
     steps = recording.steps.astype(float)
     rows = []
-    fig = Figure(figsize=(11, 3.2))
-    axes = fig.subplots(1, 3)
+    fig, axes = _figure(3)
+    agree = fitted = 0
     for p, (i, j) in enumerate(recording["pairs"]):
         u, v, w = (recording[k][:, p] for k in ("pair_u", "pair_v", "pair_w"))
         X, Y = float(recording["pair_X"][p]), float(recording["pair_Y"][p])
         row: dict[str, Any] = {"pair": f"{i},{j}", "‖Δx‖²": X, "‖Δy‖²": Y, "u(0)": float(u[0]),
                                "u final (measured)": float(u[-1])}
         try:
+            if not math.isfinite(X):
+                raise ValueError("the inputs are not vectors (token ids or a batch), so ‖Δx‖² is undefined")
             fit = fit_rates(steps, u, v, w, X, Y)
         except (FitError, ValueError, RuntimeError) as error:
             row.update({"1/τ_h": None, "1/τ_y": None, "τ_y/τ_h": None, "u final (Eq. 10)": None,
                         "measured / predicted": None, "status": f"no fit: {error}"})
         else:
             predicted = float(fixed_point_distance(u[0], v[0], X, Y, fit.tau_ratio))
+            ratio = float(u[-1]) / predicted if predicted > 0 else None
             row.update({"1/τ_h": fit.rate_h, "1/τ_y": fit.rate_y, "τ_y/τ_h": fit.tau_ratio,
-                        "u final (Eq. 10)": predicted, "measured / predicted": float(u[-1]) / predicted
-                        if predicted > 0 else None, "status": "fitted"})
+                        "u final (Eq. 10)": predicted, "measured / predicted": ratio, "status": "fitted"})
+            fitted += 1
+            factor = THRESHOLDS["eq10_factor"]
+            agree += ratio is not None and 1 / factor <= ratio <= factor
             for ax, theory in zip(axes, (fit.theory.u, fit.theory.v, fit.theory.w)):
                 ax.plot(steps, theory, "-", color=f"C{p}")
-        for ax, measured, name in zip(axes, (u, v, w), ("u", "v", "w")):
+        for ax, measured, name, label in zip(axes, (u, v, w), ("u", "v", "w"),
+                                             ("u = ‖Δh‖²", "v = ‖Δf‖²", "w = v − Δfᵀ Δy")):
             ax.plot(steps, measured, "o", color=f"C{p}", ms=3, label=f"pair {i},{j}")
-            ax.set_title(name)
+            ax.set_title(f"{name}: measured (dots), Eq. (7) fit (lines)", fontsize=9)
+            ax.set_ylabel(label)
             _step_axis(ax)
         rows.append(row)
     axes[0].legend(fontsize=7)
-    fig.suptitle("measured (dots) and Eq. (7) with the fitted rates (lines)")
     section.tables.append(("pairs", rows))
     section.figures["two-point state u, v, w"] = _png(fig)
-    section.notes.append("Eq. (7) assumes gradient flow on the squared error; under cross-entropy or stochastic "
-                         "batches the fitted rates are effective constants of this run, and a large "
-                         "measured/predicted gap says the two-point theory does not capture this pair.")
+    pairs = len(rows)
+    if fitted == 0:
+        section.verdicts.append(("warn", f"no pair could be fitted by Eq. (7) ({rows[0]['status']}): the two-point "
+                                         "theory does not describe this run"))
+    else:
+        level = "good" if agree == pairs else "warn"
+        section.verdicts.append((level, f"Eq. (10) predicts the final distance within a factor "
+                                        f"{THRESHOLDS['eq10_factor']:g} for {agree} of {pairs} pairs ({fitted} "
+                                        "fitted); a larger gap says the two-point theory does not capture the pair"))
+    section.summary.update(two_point_pairs=pairs, two_point_fitted=fitted, two_point_agree=agree)
+    if loss_kind(recording) is None:
+        section.notes.append("Eq. (7) assumes gradient flow on the squared error: under another loss or stochastic "
+                             "batches the fitted rates are effective constants of this run.")
     return section
 
 
-def centred_alignment(gram: np.ndarray, targets: np.ndarray) -> float:
-    """⟨HKH, HYYᵀH⟩_F / (‖HKH‖_F ‖HYYᵀH‖_F), H = I − 11ᵀ/m: centred kernel alignment with the labels."""
-    m = gram.shape[0]
-    h = np.eye(m) - 1.0 / m
-    kc, yc = h @ gram @ h, h @ targets @ targets.T @ h
-    return float((kc * yc).sum() / (np.linalg.norm(kc) * np.linalg.norm(yc)))
-
-
 def ntk(recording: Recording) -> Section:
-    """Kernel PCA, label projection on the top eigenvectors and kernel alignment of the NTK over training."""
+    """Kernel PCA, label projection on the top eigenvectors, kernel alignment and the change of the NTK."""
     index = recording["ntk_index"]
     m = len(index)
     section = Section("ntk", "Empirical NTK: kernel PCA and alignment", "seed 003 §5.1–5.2, Fig. 9; spec 003 §2.11",
                       f"The empirical NTK (trace over outputs) on {m} probe inputs (taken in turn from each class). "
                       "The label projection "
                       "is the share of the centred one-hot label matrix's squared norm on each eigenvector "
-                      "(Σ_c (v_r·y_c)²/‖Y‖²), the multi-class form of ω_r² of spec 003 §2.11.")
+                      "(Σ_c (v_r·y_c)²/‖Y‖²), the multi-class form of ω_r² of spec 003 §2.11; the relative change "
+                      "‖K_t − K_0‖/‖K_0‖ tells the lazy (kernel) regime from the rich one.")
     labels = recording["labels"][index]
     classes = recording["outputs"].shape[-1]
     targets = np.eye(classes)[labels]
     centred = targets - targets.mean(0)
     rows, shares, spectra = [], [], []
     top = min(classes, m)
+    first = recording["ntk"][0]
     for step, gram in zip(recording["ntk_steps"], recording["ntk"]):
         pca = kernel_pca(torch.as_tensor(gram))
         vectors = pca.eigenvectors.numpy()
@@ -171,23 +306,45 @@ def ntk(recording: Recording) -> Section:
         rows.append({"step": int(step), "trace / m": float(np.trace(gram) / m),
                      "top eigenvalue share": float(values[0] / values.sum()),
                      f"label share on top {top} modes": float(share[:top].sum()),
-                     "kernel alignment": centred_alignment(gram, targets)})
+                     "kernel alignment": centred_alignment(gram, targets),
+                     "relative change from first": float(np.linalg.norm(gram - first) / np.linalg.norm(first))})
     section.tables.append(("per NTK step", rows))
-    fig = Figure(figsize=(11, 3.2))
-    ax1, ax2, ax3 = fig.subplots(1, 3)
+    fig, (ax1, ax2, ax3) = _figure(3)
     ax1.plot([r["step"] for r in rows], [r["kernel alignment"] for r in rows], "o-")
-    ax1.set_title("centred kernel alignment with labels")
+    ax1.set_title("kernel-label alignment", fontsize=9)
+    ax1.set_ylabel("centred alignment ⟨K, YYᵀ⟩")
     _step_axis(ax1)
     ranks = np.arange(1, min(20, m) + 1)
     for idx, label in ((0, "first"), (-1, "last")):
         ax2.plot(ranks, shares[idx][: len(ranks)], "o-", label=f"step {rows[idx]['step']} ({label})")
         ax3.semilogy(ranks, spectra[idx][: len(ranks)], "o-", label=f"step {rows[idx]['step']}")
-    ax2.set_title("label share on eigenvector r")
-    ax2.set_xlabel("r")
+    ax2.set_title("label share on eigenvector r", fontsize=9)
+    ax2.set_ylabel("share of ‖Y‖²")
     ax2.legend(fontsize=7)
-    ax3.set_title("normalised NTK eigenvalues")
-    ax3.set_xlabel("r")
+    ax3.set_title("normalised NTK eigenvalues", fontsize=9)
+    ax3.set_ylabel("λ_r / Σλ")
+    for ax in (ax2, ax3):
+        ax.set_xlabel("eigenvector rank r")
     section.figures["NTK alignment and kernel PCA"] = _png(fig)
+    a0, a1 = rows[0]["kernel alignment"], rows[-1]["kernel alignment"]
+    delta = THRESHOLDS["alignment_change"]
+    if len(rows) < 2:
+        section.verdicts.append(("info", "the NTK was taken at one step only: no change to read"))
+    elif a1 - a0 > delta:
+        section.verdicts.append(("good", f"kernel-label alignment rose {_change(a0, a1)}: the tangent kernel turned "
+                                         "towards the task, as feature learning does (seed 003)"))
+    elif a0 - a1 > delta:
+        section.verdicts.append(("warn", f"kernel alignment falling: {_change(a0, a1)}; the tangent kernel moved "
+                                         "away from the labels"))
+    else:
+        section.verdicts.append(("info", f"kernel-label alignment stayed near {a1:.3g} ({_change(a0, a1)})"))
+    change = rows[-1]["relative change from first"]
+    if len(rows) >= 2:
+        regime = ("lazy (kernel) regime: the NTK barely moved" if change < THRESHOLDS["ntk_lazy"]
+                  else "rich regime: training rebuilt the kernel" if change > THRESHOLDS["ntk_rich"]
+                  else "between the lazy and the rich regime")
+        section.verdicts.append(("info", f"the NTK changed by {change:.3g} of its initial norm: {regime}"))
+    section.summary.update(ntk_alignment_first=a0, ntk_alignment_last=a1, ntk_change=change)
     return section
 
 
@@ -213,88 +370,288 @@ def elasticity(recording: Recording) -> Section:
     counts = np.bincount(labels, minlength=classes)
     size = int(counts.min())
     checked = set(np.round(np.linspace(0, len(steps) - 1, min(SEPARABILITY_CHECKS, len(steps)))).astype(int))
+    separable_column = f"separable (checked at {len(checked)} steps)"
     for t, step in enumerate(steps):
         grouped = [outputs[t, labels == k][:size] for k in range(classes)]
         collapse = neural_collapse(torch.as_tensor(outputs[t]), torch.as_tensor(labels))
         nc1.append(collapse.within_between)
         rows.append({"step": int(step), "Â": float(a_hat[t]), "B̂": float(b_hat[t]), "α̂": float(alpha[t]),
                      "β̂": float(beta[t]), "γ̂": float(gamma[t]),
-                     "separable": pairwise_separable(np.stack(grouped)) if t in checked else None,
+                     separable_column: pairwise_separable(np.stack(grouped)) if t in checked else "not checked",
                      "NC1 (logits)": collapse.within_between, "ETF max cos error": collapse.etf_max_cos_error,
                      "class-mean norm CV": collapse.mean_norm_cv,
                      "margin alignment": float(np.mean(margin_alignment(xbar[t])))})
     section.tables.append(("per step", rows))
-    fig = Figure(figsize=(11, 3.2))
-    ax1, ax2, ax3 = fig.subplots(1, 3)
+    fig, (ax1, ax2, ax3) = _figure(3)
     ax1.plot(steps, a_hat, "o-", label="Â")
     ax1.plot(steps, b_hat, "s-", label="B̂")
-    ax1.set_title("integrated strengths")
+    ax1.set_title("integrated strengths", fontsize=9)
+    ax1.set_ylabel("Â, B̂")
     ax2.plot(steps, alpha, "o-", label="α̂")
     ax2.plot(steps, beta, "s-", label="β̂")
-    ax2.set_title("strengths (step derivatives)")
-    ax3.semilogy(steps, nc1, "o-", label="logits")
+    ax2.set_title("strengths (step derivatives)", fontsize=9)
+    ax2.set_ylabel("α̂, β̂ per step")
+    ax3.plot(steps, nc1, "o-", label="logits")
+    drawn = [np.asarray(nc1)]
     if "nc_within_between" in recording:
         for l, layer in enumerate(recording.meta["layers"]):
-            ax3.semilogy(steps, recording["nc_within_between"][:, l], "s-", label=layer)
-    ax3.set_title("NC1 = Tr(Σ_W Σ_B⁺)/C")
+            ax3.plot(steps, recording["nc_within_between"][:, l], "s-", label=layer)
+        drawn.append(recording["nc_within_between"].ravel())
+    ax3.axhline(THRESHOLDS["nc1_collapsed"], color="grey", ls=":", lw=1)
+    ax3.set_title("NC1 = Tr(Σ_W Σ_B⁺)/C (dotted: 1)", fontsize=9)
+    _log_y(ax3, np.concatenate(drawn), "NC1")
     for ax in (ax1, ax2, ax3):
         _step_axis(ax)
         ax.legend(fontsize=7)
     section.figures["elasticity strengths and neural collapse"] = _png(fig)
+    section.notes.append(f"separability needs K(K−1)/2 linear programs, so it is checked at {len(checked)} recorded "
+                         "steps spread evenly (first and last included); the other rows say 'not checked'.")
     if len(times) <= 2:
         section.notes.append("α̂, β̂ need at least 3 recorded steps")
     if counts.max() > size:
         section.notes.append(f"separability uses the first {size} probe inputs of each class (the smallest "
                              "class size), as Definition C.1 is checked on equal-sized classes")
+    last_layer = recording.meta["layers"][-1] if "nc_within_between" in recording else None
+    series = recording["nc_within_between"][:, -1] if last_layer is not None else np.asarray(nc1)
+    where = f"layer {last_layer}" if last_layer is not None else "the logits"
+    limit = THRESHOLDS["nc1_collapsed"]
+    first, last = float(series[0]), float(series[-1])
+    if last < limit:
+        trend = ("and falling: the classes collapse onto their means (neural collapse, seed 004)" if last < first
+                 else "already at the first recording, not through training")
+        section.verdicts.append(("good", f"NC1 at {where} is {last:.3g} (from {first:.3g}), below {limit:g}: the "
+                                         f"classes are tighter than their separation, {trend}"))
+    elif last < first:
+        section.verdicts.append(("info", f"NC1 at {where} fell {_change(first, last)} but stays above {limit:g}: no "
+                                         "collapse yet"))
+    else:
+        section.verdicts.append(("warn", f"NC1 at {where} did not fall ({_change(first, last)}) and stays above "
+                                         f"{limit:g}: the classes do not separate at this layer"))
+    if np.isfinite(gamma[-1]):
+        section.verdicts.append(("good" if gamma[-1] > 0 else "info",
+                                 f"separation rate γ̂ = {gamma[-1]:.3g} at the last step: "
+                                 + ("positive, the class means move apart (Thm 3.1)" if gamma[-1] > 0
+                                    else "not positive, the class means are not separating now (Thm 3.1)")))
+    last_separable = rows[-1][separable_column]
+    section.summary.update(nc1_first=float(series[0]), nc1_last=float(series[-1]), nc1_where=where,
+                           separation_rate_last=float(gamma[-1]), separable_last=last_separable)
     return section
 
 
 def representations(recording: Recording) -> Section:
     """Effective rank per layer over training, and the Cost of Identity and Hamiltonian profiles when recorded."""
     steps, layers = recording.steps, recording.meta["layers"]
-    section = Section("representations", "Representations: effective rank, Cost of Identity, Hamiltonian",
+    recorded = [k for k in ("effective_rank", "cost_of_identity", "hamiltonian") if k in recording]
+    titles = {"effective_rank": "effective rank", "cost_of_identity": "Cost of Identity", "hamiltonian": "Hamiltonian"}
+    texts = {"effective_rank": "Effective rank exp(H(s/Σs)) of each centred layer representation of the probe set.",
+             "cost_of_identity": "The γ-stable Cost of Identity ‖A‖²_(K+γI) (γ = γ₀ λ_max(K), spec 002 §7 P5(c)); "
+                                 "along the residual stream of a Leaky ResNet its minimum approaches the bottleneck "
+                                 "rank k* from above (seed 002).",
+             "hamiltonian": "The rescaled Hamiltonian −2H/L̃ = 2⟨B, A⟩ − ‖Bσ(A)ᵀ‖² with momenta B = −(1/λ)∂C/∂A per "
+                            "layer: constant over the layers of a Leaky ResNet at a critical point, so it is read "
+                            "only where the stationarity residual r = ‖∇_θC + λθ‖/‖λθ‖ is small."}
+    section = Section("representations", "Representations: " + ", ".join(titles[k] for k in recorded),
                       "seed 002 §2.2–2.4, Eq. (1), Prop. 1; spec 002 §3.5–3.6, §3.12–3.13",
-                      "Effective rank exp(H(s/Σs)) of each centred layer representation of the probe set; the "
-                      "γ-stable Cost of Identity ‖A‖²_(K+γI) (γ = γ₀ λ_max(K), spec 002 §7 P5(c)) and the rescaled "
-                      "Hamiltonian −2H/L̃ = 2⟨B, A⟩ − ‖Bσ(A)ᵀ‖² with momenta B = −(1/λ)∂C/∂A per layer. Along the "
-                      "residual stream of a Leaky ResNet the Hamiltonian is constant over layers at a critical point "
-                      "and the minimal COI approaches the bottleneck rank k* from above (seed 002).")
+                      " ".join(texts[k] for k in recorded))
     series = [k for k in ("effective_rank", "cost_of_identity", "hamiltonian", "momentum_norm") if k in recording]
-    rows = [{"step": int(s), **{f"{k.replace('_', ' ')} [{layer}]": float(recording[k][t, l])
-                                for k in series for l, layer in enumerate(layers)}} for t, s in enumerate(steps)]
+    rows = []
+    for t, s in enumerate(steps):
+        row = {"step": int(s), **{f"{k.replace('_', ' ')} [{layer}]": float(recording[k][t, l])
+                                  for k in series for l, layer in enumerate(layers)}}
+        if "stationarity" in recording:
+            row["stationarity residual"] = float(recording["stationarity"][t])
+        rows.append(row)
     section.tables.append(("per step", rows))
-    plotted = [k for k in series if k != "momentum_norm"]
-    profiles = [k for k in ("cost_of_identity", "hamiltonian") if k in recording]
-    if not plotted:
-        return section
-    fig = Figure(figsize=(11, 3.2))
-    axes = np.atleast_1d(fig.subplots(1, len(plotted) + len(profiles)))
-    for ax, key in zip(axes, plotted):
-        for l, layer in enumerate(layers):
-            ax.plot(steps, recording[key][:, l], "o-", label=layer)
-        ax.set_title(key.replace("_", " "))
-        _step_axis(ax)
-        ax.legend(fontsize=7)
-    for ax, key in zip(axes[len(plotted):], profiles):
-        for t, label in ((0, "first"), (-1, "last")):
-            ax.plot(range(len(layers)), recording[key][t], "o-", label=f"step {steps[t]} ({label})")
-        ax.set_xticks(range(len(layers)), layers, rotation=30, fontsize=7)
-        ax.set_title(f"{key.replace('_', ' ')} profile over layers")
-        ax.legend(fontsize=7)
-    section.figures["representation measures"] = _png(fig)
+    residual = float(recording["stationarity"][-1]) if "stationarity" in recording else None
+    readable = residual is not None and residual < THRESHOLDS["stationarity_readable"]
+    plotted = [k for k in recorded if k != "hamiltonian" or readable]
+    profiles = [k for k in ("cost_of_identity", "hamiltonian") if k in plotted]
+    if plotted:
+        fig, axes = _figure(len(plotted) + len(profiles))
+        ylabels = {"effective_rank": "effective rank", "cost_of_identity": "‖A‖²_(K+γI)", "hamiltonian": "−2H/L̃"}
+        for ax, key in zip(axes, plotted):
+            for l, layer in enumerate(layers):
+                ax.plot(steps, recording[key][:, l], "o-", label=layer)
+            ax.set_title(f"{titles[key]} per layer", fontsize=9)
+            ax.set_ylabel(ylabels[key])
+            _step_axis(ax)
+            ax.legend(fontsize=7)
+        for ax, key in zip(axes[len(plotted):], profiles):
+            for t, label in ((0, "first"), (-1, "last")):
+                ax.plot(range(len(layers)), recording[key][t], "o-", label=f"step {steps[t]} ({label})")
+            ax.set_xticks(range(len(layers)), layers, rotation=30, fontsize=7)
+            ax.set_title(f"{titles[key]} over layers", fontsize=9)
+            ax.set_ylabel(ylabels[key])
+            ax.legend(fontsize=7)
+        section.figures["representation measures"] = _png(fig)
+    if "effective_rank" in recording:
+        ranks = recording["effective_rank"]
+        ratio = ranks[-1] / np.maximum(ranks[0], 1e-12)
+        middle = list(range(1, len(layers) - 1)) or list(range(len(layers)))
+        collapsed = [layers[l] for l in middle if ratio[l] < THRESHOLDS["rank_collapse"]]
+        if collapsed:
+            section.verdicts.append(("good", "effective rank collapsing in the middle layers: "
+                                     + ", ".join(f"{layers[l]} {_change(ranks[0, l], ranks[-1, l])}"
+                                                 for l in middle if layers[l] in collapsed)
+                                     + " — the representation is compressed (the bottleneck of seed 002, the "
+                                       "compression of seed 003)"))
+        else:
+            section.verdicts.append(("info", "no middle layer lost more than half of its effective rank ("
+                                     + ", ".join(f"{layers[l]} ×{ratio[l]:.2f}" for l in middle) + ")"))
+        section.summary.update({f"effective_rank_last[{layer}]": float(ranks[-1, l]) for l, layer in enumerate(layers)})
+    if "hamiltonian" in recording:
+        if residual is None:
+            section.verdicts.append(("warn", "the Hamiltonian was recorded without its stationarity residual: it is "
+                                             "not shown, as it can be read only at a critical point"))
+        elif readable:
+            spread = np.ptp(recording["hamiltonian"][-1]) / max(np.abs(recording["hamiltonian"][-1]).mean(), 1e-12)
+            section.verdicts.append(("good" if spread < 0.1 else "info",
+                                     f"stationarity residual r = {residual:.3g} < "
+                                     f"{THRESHOLDS['stationarity_readable']:g}: the Hamiltonian can be read; it varies "
+                                     f"by {spread:.2g} of its mean over the layers (0 at a critical point)"))
+        else:
+            section.verdicts.append(("warn", "Hamiltonian not readable: the stationarity residual is "
+                                             f"r = {residual:.3g} (≥ {THRESHOLDS['stationarity_readable']:g}), the "
+                                             "network is not at a critical point of C + (λ/2)‖θ‖², so its profile "
+                                             "is left out of the figure (values in the table)"))
+        section.summary["stationarity_residual_last"] = residual
     return section
 
 
 def analyse_recording(recording: Recording) -> list[Section]:
-    """Every section the recording has the measurements for, in report order."""
+    """Every section the recording has the measurements for and whose theory applies, in report order."""
+    return _analysis(recording)[0]
+
+
+def omitted_measures(recording: Recording) -> dict[str, str]:
+    """{measure: why it is not in the report} for recorded measures whose theory does not apply to the run."""
+    return _analysis(recording, sections=False)[1]
+
+
+def _analysis(recording: Recording, sections: bool = True) -> tuple[list[Section], dict[str, str]]:
     measures = recording.meta["measures"]
-    sections = [probe_accuracy(recording)]
+    omitted: dict[str, str] = {}
+    chosen: list[Any] = [probe_accuracy]
     if "two_point" in measures and "pairs" in recording:
-        sections.append(two_point(recording))
+        reason = two_point_applies(recording)
+        if reason is None:
+            chosen.append(two_point)
+        else:
+            omitted["two_point"] = reason
     if "ntk" in measures and "ntk" in recording:
-        sections.append(ntk(recording))
+        chosen.append(ntk)
     if "elasticity" in measures and "labels" in recording:
-        sections.append(elasticity(recording))
+        chosen.append(elasticity)
     if any(m in measures for m in ("rank", "coi", "hamiltonian")):
-        sections.append(representations(recording))
-    return sections
+        chosen.append(representations)
+    return ([make(recording) for make in chosen] if sections else []), omitted
+
+
+@dataclass
+class Analysis:
+    """A recording read through the theories, for scripts (as ``weightwatcher`` returns a details frame and a
+    summary): ``tables`` {name: DataFrame} (one row per step, pair or NTK step), ``summary`` (flat scalars,
+    verdicts and omitted measures), and the report's ``sections``."""
+
+    tables: dict[str, pandas.DataFrame]
+    summary: dict[str, Any]
+    sections: list[Section]
+    verdicts: list[tuple[str, str, str]]
+    """(section key, level, text), the run's own first."""
+    omitted: dict[str, str]
+
+
+def analyze(recording: Recording | str | os.PathLike[str]) -> Analysis:
+    """Analyse a recording (or the .npz path of one): DataFrames per section and a summary dict.
+
+    ``tables`` holds ``"steps"`` (:meth:`Recording.scalar_table`) and one frame per table of the report
+    (``"training"``, ``"two_point"``, ``"ntk"``, ``"elasticity"``, ``"representations"``, as recorded).
+    ``summary`` holds the run (name, model, total_steps, last_step, coverage, loss_kind), each section's numbers
+    (first/last probe accuracy and loss, NTK alignment and change, NC1, effective rank per layer, stationarity
+    residual, ...), ``"verdicts"`` (list of dicts: section, level, text) and ``"omitted"`` ({measure: reason})."""
+    import pandas
+
+    if not isinstance(recording, Recording):
+        recording = load_recording(recording)
+    sections, omitted = _analysis(recording)
+    tables = {"steps": recording.scalar_table()}
+    for section in sections:
+        for caption, rows in section.tables:
+            name = section.key if len(section.tables) == 1 else f"{section.key}.{caption}"
+            tables[name] = pandas.DataFrame(rows)
+    meta = recording.meta
+    verdicts = [("run", level, text) for level, text in run_verdicts(recording)]
+    names = {"two_point": "the two-point theory (seed 000)"}
+    verdicts += [("run", "warn", f"{names.get(m, m)} does not apply to this run's loss "
+                                 f"({meta.get('loss_kind')}): its section is left out (reason below)")
+                 for m in omitted]
+    verdicts += [(s.key, level, text) for s in sections for level, text in s.verdicts]
+    summary: dict[str, Any] = {"name": meta["name"], "model": meta.get("model"), "loss_kind": meta.get("loss_kind"),
+                               "total_steps": meta.get("total_steps"), "last_step": int(recording.steps[-1]),
+                               "recorded_steps": len(recording.steps), "coverage": meta.get("coverage")}
+    for section in sections:
+        summary.update(section.summary)
+    summary["verdicts"] = [{"section": k, "level": level, "text": text} for k, level, text in verdicts]
+    summary["omitted"] = dict(omitted)
+    return Analysis(tables=tables, summary=summary, sections=sections, verdicts=verdicts, omitted=omitted)
+
+
+def compare(runs: list[tuple[str, Recording, Analysis]]) -> Section:
+    """Several runs overlaid (a learning-rate sweep, lazy against rich): one row per run and their curves of
+    probe accuracy and loss, kernel-label alignment, NC1 and effective rank at the last layer, on one step axis."""
+    section = Section("comparison", f"Comparison of {len(runs)} runs", "all recordings",
+                      "Each run's curves on one step axis; the table gives each run's coverage and end values. "
+                      "Steps are each run's own (compare runs of the same length, or read the coverage).")
+    rows = []
+    for label, _, analysis in runs:
+        s = analysis.summary
+        warnings = [text for key, level, text in analysis.verdicts if level == "warn"]
+        rows.append({"run": label, "model": s["model"], "loss": s["loss_kind"], "total steps": s["total_steps"],
+                     "coverage": s["coverage"], "probe accuracy (last)": s.get("probe_accuracy_last"),
+                     "probe loss (last)": s.get("probe_loss_last"),
+                     "NTK alignment (first)": s.get("ntk_alignment_first"),
+                     "NTK alignment (last)": s.get("ntk_alignment_last"), "NTK change": s.get("ntk_change"),
+                     "NC1 (last)": s.get("nc1_last"), "warnings": len(warnings)})
+    section.tables.append(("runs", rows))
+    panels: list[tuple[str, str, Any]] = [
+        ("probe accuracy", "probe accuracy", lambda a, r: (a.tables["training"]["step"],
+                                                           a.tables["training"]["probe accuracy"])),
+        ("probe loss", "probe loss", lambda a, r: (a.tables["training"]["step"],
+                                                               a.tables["training"][a.summary["probe_loss"]])),
+        ("kernel-label alignment", "centred alignment", lambda a, r: (a.tables["ntk"]["step"],
+                                                                      a.tables["ntk"]["kernel alignment"])),
+        ("NC1 at the last layer", "NC1", lambda a, r: (r.steps, r["nc_within_between"][:, -1])),
+        ("effective rank at the last layer", "effective rank", lambda a, r: (r.steps, r["effective_rank"][:, -1])),
+    ]
+    drawn = []
+    for title, ylabel, get in panels:
+        curves = []
+        for label, recording, analysis in runs:
+            try:
+                curves.append((label, *get(analysis, recording)))
+            except KeyError:
+                continue
+        if curves:
+            drawn.append((title, ylabel, curves))
+    if drawn:
+        fig, axes = _figure(len(drawn))
+        for ax, (title, ylabel, curves) in zip(axes, drawn):
+            for c, (label, x, y) in enumerate(curves):
+                ax.plot(np.asarray(x), np.asarray(y), "o-", ms=3, color=f"C{c}", label=label)
+            if ylabel in ("probe loss", "NC1"):
+                _log_y(ax, np.concatenate([np.asarray(y, dtype=float) for _, _, y in curves]), ylabel)
+            else:
+                ax.set_ylabel(ylabel)
+            ax.set_title(title, fontsize=9)
+            _step_axis(ax)
+            ax.legend(fontsize=7)
+        section.figures["runs overlaid"] = _png(fig)
+    incomplete = [row["run"] for row in rows if row["coverage"] is not None and row["coverage"] < 1]
+    if incomplete:
+        section.verdicts.append(("warn", f"Recording ended early in {', '.join(incomplete)}: their curves stop before "
+                                         "the end of training"))
+    kinds = {row["loss"] for row in rows}
+    if len(kinds) > 1:
+        section.verdicts.append(("warn", f"the runs train with different losses ({', '.join(map(str, kinds))}): their "
+                                         "probe losses are not comparable"))
+    return section

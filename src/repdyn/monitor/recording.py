@@ -6,9 +6,13 @@ its measure was on:
 - ``steps`` (T,), ``loss`` (T,) (NaN where none was passed), ``record_seconds`` (T,) time spent recording;
 - ``outputs`` (T, n, C) the model's outputs on the probe set; ``labels`` (n,);
 - ``effective_rank``, ``cost_of_identity``, ``hamiltonian`` (−2H/L̃), ``momentum_norm`` (‖B‖_F),
-  ``nc_within_between``, ``nc_etf_distance``: (T, L), one value per layer;
+  ``nc_within_between``, ``nc_etf_distance``: (T, L), one value per layer; ``stationarity`` (T,) the stationarity
+  residual ‖∇_θC + λθ‖/‖λθ‖ that says whether the Hamiltonian can be read;
 - ``pairs`` (P, 2), ``pair_X``, ``pair_Y`` (P,) = ‖Δx‖², ‖Δy‖²; ``pair_u``, ``pair_v``, ``pair_w`` (T, P);
-- ``ntk`` (T, m, m), the empirical NTK (trace over outputs) on the first m probe inputs.
+- ``ntk`` (T, m, m), the empirical NTK (trace over outputs) on m probe inputs (``ntk_index``), at ``ntk_steps``.
+
+The metadata holds the run's ``total_steps``, ``coverage`` (last recorded step / total_steps), ``loss_kind`` and
+the Monitor's settings.
 
 Stored as ``<root>/monitor/<name>.npz`` through :class:`repdyn.runtime.store.ResultStore` (atomic write, the
 metadata as JSON inside); :meth:`Recording.scalar_table` gives the per-step scalars as a pandas table (the
@@ -51,6 +55,8 @@ class Recording:
     def scalar_table(self) -> pandas.DataFrame:
         """One row per recorded step: steps, loss, record_seconds and every per-layer / per-pair series."""
         table: dict[str, np.ndarray] = {k: self.arrays[k] for k in ("steps", "loss", "record_seconds")}
+        if "stationarity" in self.arrays:
+            table["stationarity_residual"] = self.arrays["stationarity"]
         for key in ("effective_rank", "cost_of_identity", "hamiltonian", "momentum_norm", "nc_within_between",
                     "nc_etf_distance"):
             if key in self.arrays:

@@ -12,7 +12,9 @@ Two exact methods, chosen per parameter (``method="auto"``):
   by block, caching Jacobian chunks up to that size and recomputing the rest, so memory stays bounded.
 
 ``method="jacobian"`` uses the second for everything. The model must treat inputs independently (no batch
-statistics), as in eval mode.
+statistics), as in eval mode. Inputs may be integer token ids or a dict of tensors (:mod:`repdyn.probes.batch`):
+the kernel differentiates with respect to the parameters only, and ``forward(model, batch)`` adapts a model whose
+call or output is not ``model(x) -> tensor`` (e.g. ``lambda m, b: m(**b).logits``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from collections.abc import Callable, Iterable
 import torch
 from torch import Tensor, nn
 from torch.func import functional_call, jacrev, vmap
+
+from repdyn.probes.batch import Batch, ForwardFn, batch_length, chunks, grad_leaves, take, unsqueeze
 
 
 def _chosen_parameters(model: nn.Module, names: Iterable[str] | None) -> list[str]:
@@ -46,19 +50,37 @@ def _parameter_split(model: nn.Module, names: Iterable[str]) -> tuple[dict[str, 
     return wrt, frozen
 
 
-def jacobian_fn(model: nn.Module, params: Iterable[str] | None = None
-                ) -> Callable[[Tensor, Tensor | None], Tensor]:
+class _Applied(nn.Module):
+    """``forward(model, batch)`` as a module, so that torch.func.functional_call can swap the model's parameters."""
+
+    def __init__(self, model: nn.Module, forward: ForwardFn) -> None:
+        super().__init__()
+        self.model = model
+        self.apply_fn = forward
+
+    def forward(self, batch: Batch) -> Tensor:
+        return self.apply_fn(self.model, batch)
+
+
+def jacobian_fn(model: nn.Module, params: Iterable[str] | None = None, forward: ForwardFn | None = None
+                ) -> Callable[[Batch, Tensor | None], Tensor]:
     """A function ``jac(chunk, out=None)`` giving the flattened Jacobian (c, d_out, P) of the outputs on a chunk
     of inputs (c, ...) with respect to the chosen parameters (all trainable ones by default); with ``out`` (a
-    (c, d_out, P) view, e.g. rows of a preallocated whole Jacobian) it is written there without a temporary."""
+    (c, d_out, P) view, e.g. rows of a preallocated whole Jacobian) it is written there without a temporary.
+    Inputs are never differentiated (they may be integer token ids or a dict batch, see ``forward``)."""
     wrt, frozen = _parameter_split(model, _chosen_parameters(model, params))
+    target: nn.Module = model
+    if forward is not None:
+        target = _Applied(model, forward)
+        wrt = {f"model.{k}": v for k, v in wrt.items()}
+        frozen = {f"model.{k}": v for k, v in frozen.items()}
 
-    def single(p: dict[str, Tensor], xi: Tensor) -> Tensor:
-        return functional_call(model, (p, frozen), (xi.unsqueeze(0),)).reshape(-1)
+    def single(p: dict[str, Tensor], xi: Batch) -> Tensor:
+        return functional_call(target, (p, frozen), (unsqueeze(xi),)).reshape(-1)
 
     per_sample = vmap(jacrev(single), in_dims=(None, 0))
 
-    def jac(chunk: Tensor, out: Tensor | None = None) -> Tensor:
+    def jac(chunk: Batch, out: Tensor | None = None) -> Tensor:
         blocks = [b.reshape(b.shape[0], b.shape[1], -1) for b in per_sample(wrt, chunk).values()]  # 0-dim too
         if out is None:
             return torch.cat(blocks, dim=2)
@@ -71,11 +93,12 @@ def jacobian_fn(model: nn.Module, params: Iterable[str] | None = None
     return jac
 
 
-def _whole_jacobian(jac: Callable[[Tensor, Tensor | None], Tensor], x: Tensor, chunk_size: int, first: Tensor
+def _whole_jacobian(jac: Callable[[Batch, Tensor | None], Tensor], x: Batch, chunk_size: int, first: Tensor
                     ) -> Tensor:
-    whole = torch.empty((x.shape[0], *first.shape[1:]), dtype=first.dtype, device=first.device)
-    for start in range(0, x.shape[0], chunk_size):
-        jac(x[start:start + chunk_size], whole[start:start + chunk_size])
+    n = batch_length(x)
+    whole = torch.empty((n, *first.shape[1:]), dtype=first.dtype, device=first.device)
+    for start in range(0, n, chunk_size):
+        jac(take(x, slice(start, start + chunk_size)), whole[start:start + chunk_size])
     return whole
 
 
@@ -107,21 +130,21 @@ def _symmetric_gram(jac: Tensor, output: str, blocks: int = 8, min_rows: int = 2
     return kernel
 
 
-def _jacobian_ntk(model: nn.Module, x: Tensor, x2: Tensor | None, params: list[str], output: str,
-                  chunk_size: int, max_jacobian_bytes: int) -> Tensor:
-    jac = jacobian_fn(model, params)
+def _jacobian_ntk(model: nn.Module, x: Batch, x2: Batch | None, params: list[str], output: str,
+                  chunk_size: int, max_jacobian_bytes: int, forward: ForwardFn | None) -> Tensor:
+    jac = jacobian_fn(model, params, forward)
     symmetric = x2 is None
     x2 = x if x2 is None else x2
-    first = jac(x[:1])
+    first = jac(take(x, slice(0, 1)))
     row_bytes = first.numel() * first.element_size()
-    if (x.shape[0] + (0 if symmetric else x2.shape[0])) * row_bytes <= max_jacobian_bytes:
+    if (batch_length(x) + (0 if symmetric else batch_length(x2))) * row_bytes <= max_jacobian_bytes:
         # everything fits: one Jacobian per input set and a single large GEMM
         ja = _whole_jacobian(jac, x, chunk_size, first)
         if not symmetric:
             return _gram(ja, _whole_jacobian(jac, x2, chunk_size, first), output)
         return _symmetric_gram(ja, output)
-    rows = list(torch.split(x, chunk_size))
-    cols = list(torch.split(x2, chunk_size))
+    rows = chunks(x, chunk_size)
+    cols = chunks(x2, chunk_size)
     cache: dict[int, Tensor] = {}
     cached_bytes = 0
     blocks: list[list[Tensor | None]] = [[None] * len(cols) for _ in rows]
@@ -148,24 +171,25 @@ def _jacobian_ntk(model: nn.Module, x: Tensor, x2: Tensor | None, params: list[s
     return torch.cat([torch.cat(row, dim=1) for row in blocks], dim=0)
 
 
-def _linear_factors(model: nn.Module, x: Tensor, linears: dict[str, nn.Module], chunk_size: int
-                    ) -> dict[str, tuple[Tensor, Tensor]]:
+def _linear_factors(model: nn.Module, x: Batch, linears: dict[str, nn.Module], chunk_size: int,
+                    forward: ForwardFn | None) -> dict[str, tuple[Tensor, Tensor]]:
     """{layer: (inputs a (p, d_in), signals δ (d_out_model, p, d_out_layer))} for those of the given linear
     layers that are applied exactly once, to a (chunk, d_in) input (the others are left out)."""
     parts: dict[str, list[tuple[Tensor, Tensor]]] = {}
-    for chunk in torch.split(x, chunk_size):
+    for chunk in chunks(x, chunk_size):
+        size = batch_length(chunk)
         seen: dict[str, list[tuple[Tensor, Tensor]]] = {name: [] for name in linears}
         handles = [module.register_forward_hook(
             lambda _m, args, out, name=name, seen=seen: seen[name].append((args[0], out)))
             for name, module in linears.items()]
         try:
-            with torch.enable_grad():
-                out = model(chunk.detach().requires_grad_())
+            with torch.enable_grad():  # parameters only: integer token ids cannot (and need not) require grad
+                out = model(grad_leaves(chunk)) if forward is None else forward(model, grad_leaves(chunk))
         finally:
             for handle in handles:
                 handle.remove()
         eligible = [name for name, v in seen.items()
-                    if len(v) == 1 and v[0][0].dim() == 2 and v[0][0].shape[0] == chunk.shape[0]]
+                    if len(v) == 1 and v[0][0].dim() == 2 and v[0][0].shape[0] == size]
         if not parts:
             parts = {name: [] for name in eligible}
         elif set(eligible) != set(parts):
@@ -173,7 +197,7 @@ def _linear_factors(model: nn.Module, x: Tensor, linears: dict[str, nn.Module], 
         if not parts:
             return {}
         names = list(parts)
-        flat = out.reshape(chunk.shape[0], -1)
+        flat = out.reshape(size, -1)
         zs = [seen[name][0][1] for name in names]
         signals = [torch.autograd.grad(flat[:, a].sum(), zs, retain_graph=a + 1 < flat.shape[1],
                                        materialize_grads=True) for a in range(flat.shape[1])]
@@ -202,9 +226,10 @@ def _linear_ntk(factors: dict[str, tuple[Tensor, Tensor]], factors2: dict[str, t
 
 def empirical_ntk(
     model: nn.Module,
-    x: Tensor,
-    x2: Tensor | None = None,
+    x: Batch,
+    x2: Batch | None = None,
     *,
+    forward: ForwardFn | None = None,
     params: Iterable[str] | None = None,
     output: str = "trace",
     method: str = "auto",
@@ -214,6 +239,10 @@ def empirical_ntk(
     """The empirical NTK Gram matrix of ``model`` between inputs ``x`` (p, ...) and ``x2`` (default ``x``).
 
     Args:
+        x, x2: tensors (p, ...), float inputs or integer token ids, or dict/tuple batches of them
+            (:mod:`repdyn.probes.batch`); only the parameters are differentiated.
+        forward: ``forward(model, batch) -> (p, d_out) tensor`` when the model is not called as ``model(x)`` or
+            does not return a tensor (e.g. ``lambda m, b: m(**b).logits``); default ``model(x)``.
         params: parameter names to differentiate (e.g. only the last layer); default all trainable ones.
         output: "trace" sums Θ_ab over the output index a = b, giving (p, p2) (the plain kernel for scalar
             outputs); "full" gives (p, p2, d_out, d_out).
@@ -246,15 +275,15 @@ def empirical_ntk(
         kernel: Tensor | None = None
         if terms:
             linears = {name: dict(model.named_modules())[name] for name in terms}
-            factors = _linear_factors(model, x, linears, chunk_size)
-            factors2 = factors if x2 is None else _linear_factors(model, x2, linears, chunk_size)
+            factors = _linear_factors(model, x, linears, chunk_size, forward)
+            factors2 = factors if x2 is None else _linear_factors(model, x2, linears, chunk_size, forward)
             terms = {name: terms[name] for name in factors}
             if terms:
                 kernel = _linear_ntk(factors, factors2, terms, output)
         covered = {f"{name}.{kind}" if name else kind for name in terms for kind in ("weight", "bias")}
         rest = [n for n in chosen if n not in covered]
         if rest:
-            jac_kernel = _jacobian_ntk(model, x, x2, rest, output, chunk_size, max_jacobian_bytes)
+            jac_kernel = _jacobian_ntk(model, x, x2, rest, output, chunk_size, max_jacobian_bytes, forward)
             kernel = jac_kernel if kernel is None else kernel + jac_kernel
         assert kernel is not None
         return kernel.detach()
