@@ -227,7 +227,7 @@ def test_plan_estimates_cheap_experiments_within_a_factor_two_before_anything_ru
     execute(plan_)
     store = plan_.store
     for name, e in estimates.items():
-        measured = sum(json.loads(str(np.load(path)["__meta__"]))["seconds"]
+        measured = sum(json.loads(str(np.load(path)["__meta__"]))["cpu_seconds"]
                        for path in (store.root / name).glob("[!.]*.npz"))
         assert e.runs == len(list((store.root / name).glob("[!.]*.npz")))
         assert 0.5 <= e.cpu_seconds / measured <= 2.0, (name, e.cpu_seconds, measured)

@@ -12,6 +12,7 @@ loops is estimated from its first: the table says which basis each estimate has.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import resource
 import time
 from collections.abc import Sequence
@@ -81,18 +82,27 @@ def _calibrate_in_child(task: Task, budget: float, queue: Any) -> None:
         queue.put(("rate", t0 + (total - s0) / rate, peak_mib, s1, total))
 
 
+def _cpu_of(pid: int | None) -> float:
+    """CPU-seconds a process has used (Linux /proc; 0 where unavailable, leaving the wall-clock guard)."""
+    try:
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 def _calibrate(task: Task, budget: float, limit: float) -> tuple[float | None, float | None, str]:
     context = multiprocessing.get_context("fork")
     queue = context.Queue()
     child = context.Process(target=_calibrate_in_child, args=(task, budget, queue), daemon=True)
     child.start()
-    deadline = time.monotonic() + limit
-    while child.is_alive() and queue.empty() and time.monotonic() < deadline:
+    deadline = time.monotonic() + 30 * limit  # a guard for a child that cannot get the processor at all
+    while child.is_alive() and queue.empty() and _cpu_of(child.pid) < limit and time.monotonic() < deadline:
         time.sleep(0.02)
     if queue.empty():
         child.kill()
         child.join()
-        return None, None, f"no estimate: run {task.label!r} reported no progress within {limit:g} s"
+        return None, None, f"no estimate: run {task.label!r} reported no progress within {limit:g} CPU-s"
     found = queue.get()
     child.join()
     if found[0] == "error":

@@ -65,7 +65,7 @@ def _compute(task: Task, store: ResultStore) -> str:
         torch.set_num_threads(task.threads)
     experiment = registry.get(task.experiment)
     config = from_dict(experiment.Config, task.config)
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     meta: dict[str, Any] = {"experiment": task.experiment, "label": task.label, "params": task.params,
                             "seed": task.seed, "device": task.device, "config": task.config, "pid": os.getpid()}
     with watching(f"{task.experiment} {task.label}", task.progress_every) as end:
@@ -80,6 +80,7 @@ def _compute(task: Task, store: ResultStore) -> str:
             raise TaskFailed(task, "".join(traceback.format_exception_only(type(err), err)).strip()) from err
         end(meta["status"])
     meta["seconds"] = time.perf_counter() - start
+    meta["cpu_seconds"] = time.process_time() - cpu_start
     try:
         store.write(task.experiment, task.key, result, meta)
     except WriteError as err:  # a full disk: nothing partial is left, the message names the folder
