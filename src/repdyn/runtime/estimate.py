@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 from repdyn.experiments.base import RunSpec
 from repdyn.experiments.config import from_dict
 from repdyn.nn.progress import reporting
@@ -48,6 +50,7 @@ def _cpu() -> float:
 
 def _calibrate_in_child(task: Task, budget: float, queue: Any) -> None:
     """Run ``task`` until ``budget`` CPU-seconds have passed with progress reported; put what was seen."""
+    torch.set_num_threads(1)  # a forked child must not use the parent's OpenMP pool; CPU time is what counts
     start = _cpu()
     baseline_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # what the fork shares
     seen: list[tuple[float, int, int]] = []
