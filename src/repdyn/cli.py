@@ -37,6 +37,8 @@ ForceOpt = typer.Option(False, "--force", help="Recompute runs that are already 
 JsonOpt = typer.Option(False, "--json", help="Print a JSON summary on stdout")
 QuietOpt = typer.Option(False, "--quiet", help="No progress output")
 EveryOpt = typer.Option(60.0, "--progress-every", help="Off a terminal: seconds between progress lines inside a run")
+CheckpointOpt = typer.Option(5.0, "--checkpoint-every", help="Minutes between checkpoints inside a run (0: none); "
+                                                              "a killed run resumes from its last")
 
 
 def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -60,12 +62,15 @@ def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _execute_with_progress(plan_: Plan, jobs: int, cluster: str | None, force: bool, quiet: bool,
-                           every: float) -> None:
+                           every: float, checkpoint_minutes: float) -> None:
     """On a terminal: a bar over the runs and, for runs in this process, a bar per run that moves with its steps.
     Elsewhere (a batch job's log): a line when the reproduction starts, and from each run a line at its start, at
     most one every ``every`` seconds inside it, and one at its end. ``quiet``: nothing."""
     if not every > 0:
         raise ConfigError(f"--progress-every {every:g} is out of range: must be > 0 seconds")
+    if not checkpoint_minutes >= 0:
+        raise ConfigError(f"--checkpoint-every {checkpoint_minutes:g} is out of range: must be >= 0 minutes")
+    checkpoint_every = 60 * checkpoint_minutes
     if quiet or not err.is_terminal:
         def on_start(total: int, todo: int) -> None:
             if not quiet:
@@ -73,7 +78,7 @@ def _execute_with_progress(plan_: Plan, jobs: int, cluster: str | None, force: b
                           highlight=False, soft_wrap=True)
 
         execute(plan_, jobs=jobs, cluster=cluster, force=force, on_start=on_start,
-                progress_every=0.0 if quiet else every)
+                progress_every=0.0 if quiet else every, checkpoint_every=checkpoint_every)
         return
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err, transient=False) as progress:
@@ -98,7 +103,8 @@ def _execute_with_progress(plan_: Plan, jobs: int, cluster: str | None, force: b
             return listener
 
         with showing(run_bar if jobs == 1 and cluster is None else None):
-            execute(plan_, jobs=jobs, cluster=cluster, force=force, on_done=on_done, on_start=on_start)
+            execute(plan_, jobs=jobs, cluster=cluster, force=force, on_done=on_done, on_start=on_start,
+                    checkpoint_every=checkpoint_every)
 
 
 def _finish(plan_: Plan, as_json: bool, *, recompute: bool = True) -> None:
@@ -155,12 +161,12 @@ def run(name: str = typer.Argument(..., help="Experiment name (see `repdyn list`
         seed: int = SeedOpt, device: str = DeviceOpt,
         out: Path = typer.Option(None, "--out", help="Output folder [default: repdyn-out/NAME]"),
         jobs: int = JobsOpt, cluster: str = ClusterOpt, force: bool = ForceOpt, as_json: bool = JsonOpt,
-        quiet: bool = QuietOpt, progress_every: float = EveryOpt) -> None:
+        quiet: bool = QuietOpt, progress_every: float = EveryOpt, checkpoint_every: float = CheckpointOpt) -> None:
     """Run one experiment and write its report."""
     registry.get(name)
     plan_ = plan([name], scale=scale, overrides=parse_assignments(set_), seed=seed, device=device,
                  out=out or Path("repdyn-out") / name, cluster=cluster)
-    _execute_with_progress(plan_, jobs, cluster, force, quiet, progress_every)
+    _execute_with_progress(plan_, jobs, cluster, force, quiet, progress_every, checkpoint_every)
     _finish(plan_, as_json)
 
 
@@ -171,11 +177,11 @@ def reproduce(scale: str = ScaleOpt,
               out: Path = typer.Option(Path("repdyn-out"), "--out", help="Output folder"),
               jobs: int = JobsOpt, cluster: str = ClusterOpt, force: bool = ForceOpt,
               seed: int = SeedOpt, device: str = DeviceOpt, as_json: bool = JsonOpt, quiet: bool = QuietOpt,
-              progress_every: float = EveryOpt) -> None:
+              progress_every: float = EveryOpt, checkpoint_every: float = CheckpointOpt) -> None:
     """Run every experiment (or --only some) and write the report of theory against experiment."""
     names = [n.strip() for n in only.split(",") if n.strip()] if only else None
     plan_ = plan(names, scale=scale, seed=seed, device=device, out=out, cluster=cluster)
-    _execute_with_progress(plan_, jobs, cluster, force, quiet, progress_every)
+    _execute_with_progress(plan_, jobs, cluster, force, quiet, progress_every, checkpoint_every)
     _finish(plan_, as_json)
 
 

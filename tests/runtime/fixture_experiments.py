@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 from repdyn.experiments.base import Analysis, Experiment, Paper, RunSpec
 from repdyn.experiments.claims import ClaimSpec, Control, Disagreement, Measured, at_most
 from repdyn.experiments.config import param
-from repdyn.nn import check_finite
+from repdyn.nn import MLP, Ensemble, check_finite, train
 from repdyn.nn.progress import report
 
 
@@ -191,6 +191,45 @@ class Fit(Experiment):
         return Analysis(measured={self.claims[0].id: Measured(ratios)})
 
 
+@dataclass(frozen=True)
+class LongTrainingConfig:
+    steps: int = param(3000, ge=1, help="steps of each of the two training loops")
+    runs: int = param(1, ge=1)
+
+
+class LongTraining(Experiment):
+    """Two training loops in one run through ``repdyn.nn.train`` (minibatch SGD with momentum, then Adam), long
+    enough to be checkpointed and killed: the run must resume bit-identical (issue of long runs)."""
+
+    name = "fixture.long_training"
+    title = "A long run of two training loops"
+    paper = "000"
+    source = "test fixture"
+    Config = LongTrainingConfig
+    scales = {scale: LongTrainingConfig() for scale in ("smoke", "quick", "paper")}
+    claims = (ClaimSpec("fits", "the loss falls", "test fixture", at_most(1.0), exact=True, no_control="fixture"),)
+
+    def runs(self, config: LongTrainingConfig) -> list[RunSpec]:
+        return [RunSpec(f"run={i}") for i in range(config.runs)]
+
+    def execute(self, config: LongTrainingConfig, run: RunSpec, seed: int, device: str) -> dict:
+        generator = torch.Generator().manual_seed(seed)
+        x = torch.randn(64, 5, generator=generator)
+        y = torch.sin(x.sum(1, keepdim=True))
+        model = Ensemble(lambda generator: MLP(5, 16, 2, generator=generator, dropout=0.1), seeds=[seed, seed + 1])
+        first = train(model, x, y, steps=config.steps, lr=0.01, optimizer="momentum", batch_size=16,
+                      generator=generator)
+        second = train(model, x, y, steps=config.steps, lr=1e-3, optimizer="adam", batch_size=16,
+                       generator=generator)
+        params = {name: p.detach().numpy() for name, p in model.params.items()}
+        return {"loss_sgd": first.loss, "loss_adam": second.loss,
+                **{f"param_{i}": value for i, value in enumerate(params.values())}}
+
+    def analyse(self, config: LongTrainingConfig, results: dict) -> Analysis:
+        return Analysis(measured={"fits": Measured([r["loss_adam"][-1].max() / r["loss_sgd"][0].max()
+                                                    for r in results.values()])})
+
+
 UNTRAINED = Control("the untrained network (steps = 0)", {"steps": 0})
 FITS = ClaimSpec("fits", "GD fits the data: final/initial loss", "test fixture", at_most(0.01),
                  quote="gradient descent", band_reason="a choice of the fixture", control=UNTRAINED)
@@ -201,5 +240,5 @@ DOCUMENTED = ClaimSpec(
                               ruled_out="too few steps: the loss is at its noise floor", doc="tests/runtime"))
 PAPER = Paper("000", "fixture", "Fixtures of the runtime", "repdyn", "Not a paper: the runtime's test fixtures.")
 
-EXPERIMENTS = (LeastSquares(), TanhRegression(), Fit("fixture.fits", FITS, FitConfig()),
+EXPERIMENTS = (LeastSquares(), TanhRegression(), LongTraining(), Fit("fixture.fits", FITS, FitConfig()),
                Fit("fixture.documented", DOCUMENTED, FitConfig(noise=1.0)))

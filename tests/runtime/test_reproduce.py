@@ -236,3 +236,36 @@ def test_plan_estimates_cheap_experiments_within_a_factor_two_before_anything_ru
     listed = repdyn("plan", "--only", "fixture", "--scale", "smoke", "--out", str(tmp_path / "x"), env=cli_env)
     assert listed.returncode == 0 and "fixture.fits" in listed.stdout and "total: " in listed.stdout
     assert not (tmp_path / "x").exists()
+
+
+def test_a_run_killed_mid_training_resumes_from_its_checkpoint_bit_identical(tmp_path, cli_env):
+    args = ["run", "fixture.long_training", "--set", "steps=2500"]
+    reference = repdyn(*args, "--checkpoint-every", "0", "--out", str(tmp_path / "reference"), env=cli_env)
+    assert reference.returncode == 0, reference.stderr
+    out = tmp_path / "out"
+    folder = out / "runs" / "fixture.long_training"
+    process = subprocess.Popen([sys.executable, "-m", "repdyn", *args, "--checkpoint-every", "0.002", "--out",
+                                str(out)], env=cli_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while not list(folder.glob("*.ckpt")) and time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.02)
+    time.sleep(0.5)  # let it train on past its first checkpoint
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert list(folder.glob("*.ckpt")) and not list(folder.glob("[!.]*.npz"))
+    log = tmp_path / "log"
+    with log.open("w") as handle:
+        resumed = subprocess.run([sys.executable, "-m", "repdyn", *args, "--checkpoint-every", "0.002",
+                                  "--progress-every", "0.001", "--out", str(out)], env=cli_env,
+                                 stdout=subprocess.DEVNULL, stderr=handle, timeout=600)
+    assert resumed.returncode == 0, log.read_text()
+    first_step = int(next(line for line in log.read_text().splitlines() if ": step " in line)
+                     .split(": step ")[1].split("/")[0])
+    assert first_step > 0  # it went on from the checkpoint, not from step 0
+    assert not list(folder.glob("*.ckpt"))  # removed once the result is stored
+    (done,) = (np.load(p) for p in folder.glob("[!.]*.npz"))
+    (expected,) = (np.load(p) for p in (tmp_path / "reference" / "runs" / "fixture.long_training").glob("[!.]*.npz"))
+    assert sorted(done.files) == sorted(expected.files)
+    for name in expected.files:
+        if name != "__meta__":
+            assert done[name].tobytes() == expected[name].tobytes(), name

@@ -54,6 +54,16 @@ class StackedOptimizer:
         self.set_lr(lr)
         self.state: list[tuple[Tensor, ...]] = []
 
+    def state_dict(self) -> dict:
+        """What a checkpoint needs to continue bit for bit: step count, per-member rates, moment buffers."""
+        return {"t": self.t, "rates": self.rates.clone(), "state": [tuple(b.clone() for b in s) for s in self.state]}
+
+    @torch.no_grad()
+    def load_state_dict(self, saved: dict) -> None:
+        self.t = saved["t"]
+        self.set_lr(saved["rates"].to(self.rates.device))
+        self.state = [tuple(b.to(p.device) for b in s) for s, p in zip(saved["state"], self.params)]
+
     def set_lr(self, lr: Tensor) -> None:
         """Per-member learning rates (K,), broadcast to every parameter's shape."""
         self.rates = lr

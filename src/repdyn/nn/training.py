@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from repdyn.nn import checkpoint
 from repdyn.nn.divergence import Diverged
 from repdyn.nn.ensemble import Ensemble
 from repdyn.nn.losses import PointLoss, get_loss
@@ -173,9 +174,28 @@ def train(
     recorded: dict[str, list[Tensor]] = {name: [] for name in recorders}
     order = torch.empty(0, dtype=torch.long)
     cursor = 0
-    step = 0
+    step = first = 0
+    checkpoints = checkpoint.current()
+    slot = checkpoints.next_loop() if checkpoints is not None else -1
+    saved = checkpoints.load(slot) if checkpoints is not None else None
+    if saved is not None:
+        _load_model(model, saved["model"])
+        checkpoint.restore_rng(saved["rng"], generator)
+        if "result" in saved:  # this loop finished before the run was interrupted
+            return saved["result"]
+        opt.load_state_dict(saved["optimizer"])
+        recorded_steps, recorded_loss, recorded = saved["recorded_steps"], saved["recorded_loss"], saved["recorded"]
+        order, cursor, first = saved["order"], saved["cursor"], saved["step"]
+        alive.copy_(saved["alive"])
+        diverged_at[:] = saved["diverged_at"]
     model.train()
-    for step in range(steps + 1):
+    for step in range(first, steps + 1):
+        if checkpoints is not None and step > first and checkpoints.due():
+            checkpoints.save(slot, {
+                "step": step, "model": _model_state(model), "optimizer": opt.state_dict(),
+                "rng": checkpoint.rng_state(generator), "recorded_steps": list(recorded_steps),
+                "recorded_loss": list(recorded_loss), "recorded": {n: list(v) for n, v in recorded.items()},
+                "order": order.clone(), "cursor": cursor, "alive": alive.clone(), "diverged_at": diverged_at.copy()})
         record = step in schedule
         if full_batch:
             batch_loss = step_losses(x, y)
@@ -235,7 +255,7 @@ def train(
         else:
             opt.step(grads)
 
-    return TrainResult(
+    result = TrainResult(
         steps=np.array(recorded_steps, dtype=np.int64),
         loss=torch.stack(recorded_loss).cpu().numpy(),
         records={name: torch.stack(v).cpu().numpy() for name, v in recorded.items()},
@@ -243,3 +263,19 @@ def train(
         diverged_at=diverged_at,
         stopped_at=step,
     )
+    if checkpoints is not None and checkpoints.due():
+        checkpoints.save(slot, {"result": result, "model": _model_state(model), "rng": checkpoint.rng_state(generator)})
+    return result
+
+
+def _model_state(model: Ensemble) -> dict[str, dict[str, Tensor]]:
+    return {"params": {n: p.detach().clone() for n, p in model.params.items()},
+            "buffers": {n: b.clone() for n, b in model.buffers_.items()}}
+
+
+@torch.no_grad()
+def _load_model(model: Ensemble, state: dict[str, dict[str, Tensor]]) -> None:
+    for name, value in state["params"].items():
+        model.params[name].copy_(value)
+    for name, value in state["buffers"].items():
+        model.buffers_[name].copy_(value)

@@ -145,7 +145,7 @@ def _prepare(experiment: Experiment, config: Any) -> str | None:
 
 
 def _variant_tasks(plan_: Plan, item: PlannedExperiment, config: Any, jobs: int,
-                   progress_every: float = 0.0) -> list[Task]:
+                   progress_every: float = 0.0, checkpoint_every: float = 0.0) -> list[Task]:
     as_dict = to_dict(config)
     tasks = []
     for run in item.experiment.runs(config):
@@ -154,19 +154,21 @@ def _variant_tasks(plan_: Plan, item: PlannedExperiment, config: Any, jobs: int,
         params = dict(run.params)
         key = run_key(item.name, as_dict, run.label, params, seed, plan_.device)
         tasks.append(Task(item.name, as_dict, run.label, params, seed, plan_.device, key, str(plan_.store.root),
-                          threads=threads_per_job(jobs) if jobs > 1 else 0, progress_every=progress_every))
+                          threads=threads_per_job(jobs) if jobs > 1 else 0, progress_every=progress_every,
+                          checkpoint_every=checkpoint_every))
     return tasks
 
 
-def tasks_for(plan_: Plan, jobs: int = 1, progress_every: float = 0.0) -> list[Task]:
+def tasks_for(plan_: Plan, jobs: int = 1, progress_every: float = 0.0, checkpoint_every: float = 0.0) -> list[Task]:
     """Every run of the plan, the negative controls' runs included (a run two variants share appears once);
-    ``progress_every`` > 0 makes each run log its progress that often (seconds)."""
+    ``progress_every`` > 0 makes each run log its progress that often, ``checkpoint_every`` > 0 checkpoint its
+    training loops that often (seconds)."""
     tasks: dict[str, Task] = {}
     for item in plan_.experiments:
         if item.skip_reason is not None:
             continue
         for _, config in item.variants():
-            for task in _variant_tasks(plan_, item, config, jobs, progress_every):
+            for task in _variant_tasks(plan_, item, config, jobs, progress_every, checkpoint_every):
                 tasks.setdefault(task.key, task)
     return list(tasks.values())
 
@@ -198,14 +200,17 @@ def load_plan(out: str | os.PathLike[str]) -> Plan:
 
 def execute(plan_: Plan, *, jobs: int = 1, cluster: str | None = None, force: bool = False,
             on_done: Callable[[Task, str], None] = lambda task, status: None,
-            on_start: Callable[[int, int], None] = lambda total, todo: None, progress_every: float = 0.0) -> None:
+            on_start: Callable[[int, int], None] = lambda total, todo: None, progress_every: float = 0.0,
+            checkpoint_every: float = 0.0) -> None:
     """Run every task of the plan whose result is not stored yet (all of them with ``force``); each run logs its
-    progress every ``progress_every`` seconds when that is > 0 (see :mod:`repdyn.runtime.progress`)."""
+    progress every ``progress_every`` seconds when that is > 0 (see :mod:`repdyn.runtime.progress`) and
+    checkpoints its training loops every ``checkpoint_every`` seconds (see :mod:`repdyn.nn.checkpoint`): a killed
+    run resumes from its last checkpoint."""
     check_executor(jobs, cluster)
     write_manifest(plan_)
     store = plan_.store
     store.clean_temporaries()
-    tasks = tasks_for(plan_, jobs, progress_every)
+    tasks = tasks_for(plan_, jobs, progress_every, checkpoint_every)
     if force:
         for task in tasks:
             store.remove(task.experiment, task.key)

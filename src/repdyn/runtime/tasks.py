@@ -14,6 +14,7 @@ import torch
 
 from repdyn.experiments.base import RunSpec
 from repdyn.experiments.config import from_dict
+from repdyn.nn.checkpoint import Checkpointer, checkpointing
 from repdyn.nn.divergence import Diverged
 from repdyn.runtime import registry
 from repdyn.runtime.atomic import WriteError
@@ -33,6 +34,7 @@ class Task:
     store_root: str
     threads: int = 0  # torch intra-op threads in the worker; 0 keeps the process default
     progress_every: float = 0.0  # seconds between progress log lines inside the run; 0: none
+    checkpoint_every: float = 0.0  # seconds between checkpoints of the run's training loops; 0: none
 
 
 class TaskFailed(RuntimeError):
@@ -68,7 +70,9 @@ def _compute(task: Task, store: ResultStore) -> str:
     start, cpu_start = time.perf_counter(), time.process_time()
     meta: dict[str, Any] = {"experiment": task.experiment, "label": task.label, "params": task.params,
                             "seed": task.seed, "device": task.device, "config": task.config, "pid": os.getpid()}
-    with watching(f"{task.experiment} {task.label}", task.progress_every) as end:
+    checkpoints = (Checkpointer(store.path(task.experiment, task.key).with_suffix(".ckpt"), task.checkpoint_every)
+                   if task.checkpoint_every > 0 else None)
+    with watching(f"{task.experiment} {task.label}", task.progress_every) as end, checkpointing(checkpoints):
         try:
             result = experiment.execute(config, RunSpec(task.label, task.params), task.seed, task.device)
             meta["status"] = "ok"
@@ -85,4 +89,6 @@ def _compute(task: Task, store: ResultStore) -> str:
         store.write(task.experiment, task.key, result, meta)
     except WriteError as err:  # a full disk: nothing partial is left, the message names the folder
         raise TaskFailed(task, str(err)) from err
+    if checkpoints is not None:
+        checkpoints.remove()
     return meta["status"]
