@@ -63,3 +63,9 @@ def test_bad_override_is_rejected():
     exp = EXPERIMENTS[0]
     with pytest.raises(ConfigError, match="architectures"):
         apply_overrides(exp.config("smoke"), {"architectures": "default,lstm"})
+
+
+def test_digits_at_paper_scale_without_mnist_is_skipped_not_run_on_the_stand_in():
+    exp = next(e for e in EXPERIMENTS if e.name == "effective_theory.digits")
+    assert "no data_folder" in exp.prepare(exp.scales["paper"])
+    assert exp.prepare(exp.scales["quick"]) is None

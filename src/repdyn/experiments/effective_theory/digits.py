@@ -30,6 +30,8 @@ from repdyn.probes.two_point import TwoPointState, two_point_recorder
 from repdyn.theory import effective_theory as et
 
 STRUCTURE_POINTS = 100
+STAND_IN_SIZE = 1797
+"""Images in scikit-learn's 8×8 digits, the stand-in for MNIST."""
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,7 @@ def load_training_set(config: DigitsConfig) -> tuple[np.ndarray, np.ndarray, str
     if config.data_folder:
         x, labels = load_mnist(config.data_folder, "train", n=config.n_train)
         return x, labels, "MNIST"
-    x, labels = load_digits(n=min(config.n_train, 1797))
+    x, labels = load_digits(n=min(config.n_train, STAND_IN_SIZE))
     return x, labels, "scikit-learn 8×8 digits (MNIST stand-in)"
 
 
@@ -109,9 +111,14 @@ class DigitsStructure(Experiment):
                   figure="fig4_pair"),
     )
 
-    def prepare(self, config: DigitsConfig) -> None:
+    def prepare(self, config: DigitsConfig) -> str | None:
         check_data_folder("data_folder", config.data_folder,
                           functools.partial(check_mnist_folder, splits=("train",), n=config.n_train))
+        if not config.data_folder and config.n_train > STAND_IN_SIZE:
+            return (f"n_train = {config.n_train} asks for MNIST (the paper: the full training set), but no "
+                    f"data_folder was given; the {STAND_IN_SIZE}-image stand-in is not used silently in its place "
+                    "(give data_folder, or n_train <= 1797 to run on the stand-in)")
+        return None
 
     def runs(self, config: DigitsConfig) -> list[RunSpec]:
         return [RunSpec("train", {"seeds": config.seeds})]
