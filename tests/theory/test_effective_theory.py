@@ -213,6 +213,18 @@ def test_fit_recovers_rates_and_reports_failure():
         et.fit_rates(t, flat, np.full_like(t, 1e-9), np.full_like(t, start[2]), X, Y)
 
 
+def test_fit_widens_its_window_to_tiny_rate_ratios():
+    """Issue 15: a deep read-out layer needs τ_y/τ_h <= 1e-4 and starts with w(0) > 0, so Eq. 7 cannot be
+    integrated anywhere near the first guess; the search must move outwards and find the ratio."""
+    t = np.linspace(0.0, 4000.0, 401)
+    truth = et.integrate_dynamics((1e-5, 1e-3, 5e-3), 0.25, 1.0, 1e-7, 1e-2, t)  # τ_y/τ_h = 1e-5
+    with pytest.raises(et.FitError, match="any rate ratio"):
+        et.fit_rates(t, truth.u, truth.v, truth.w, 0.25, 1.0, max_decades=0.0)
+    fit = et.fit_rates(t, truth.u, truth.v, truth.w, 0.25, 1.0)
+    assert fit.tau_ratio == pytest.approx(1e-5, rel=1e-2)
+    assert fit.rate_y == pytest.approx(1e-2, rel=1e-2)
+
+
 def test_fit_output_mean_rate():
     t = np.arange(0, 3000.0, 2.0)
     theory = et.integrate_dynamics(scalar_start(4e-4, 1e-9), X, Y, 0.02, 0.005, t)

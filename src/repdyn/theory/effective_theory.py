@@ -353,14 +353,16 @@ def _ratio_from_final_distance(u_final: float, u0: float, v0: float, X: float, Y
 
 def fit_rates(t: np.ndarray, u: np.ndarray, v: np.ndarray, w: np.ndarray, X: float, Y: float,
               variant: str = "original", ratio_decades: float = 2.0, n_grid: int = 9,
-              max_extensions: int = 3) -> RateFit:
+              max_extensions: int = 3, max_decades: float = 12.0) -> RateFit:
     """Fit 1/τ_h and 1/τ_y to a measured trajectory by minimising Eq. 49 (App. B.1; spec 000 §3.3).
 
     Eq. 7 is homogeneous of degree one in the rates, so for a fixed ratio ρ = τ_y/τ_h = rate_h/rate_y the
     solution for rate_y = c is the rate_y = 1 solution at time c·t. The fit therefore solves the ODE once per ρ
     (on a fine time grid, interpolated) and scans c cheaply; ρ is scanned on a log grid around the value that
     Eq. 10 implies for the measured final distance (± ``ratio_decades``, extended up to ``max_extensions`` times
-    by half a grid when the optimum is on an edge), then refined (bounded Brent in log ρ and log c).
+    by half a grid when the optimum is on an edge), then refined (bounded Brent in log ρ and log c). Where Eq. 7
+    cannot be integrated anywhere in that window, the window moves outwards by up to ``max_decades`` decades: the
+    boundary of integrable ratios is located by bisection in log ρ and the window placed on its integrable side.
     The initial conditions are the measured (u, v, w) at the first time. Raises FitError when the optimum is on
     a search bound or the objective is not finite, and ValueError for bad inputs.
     """
@@ -411,24 +413,51 @@ def fit_rates(t: np.ndarray, u: np.ndarray, v: np.ndarray, w: np.ndarray, X: flo
         return result
 
     grid_rho = np.linspace(log_rho_lo, log_rho_hi, n_grid)
-    step = grid_rho[1] - grid_rho[0]
     losses = np.array([best_scale(x)[0] for x in grid_rho])
     if not np.any(np.isfinite(losses)):
-        raise FitError(f"fit of the {variant} dynamics failed: the ODE could not be solved for any rate ratio")
+        # Nothing integrates near the guess (e.g. w(0) > 0 with a tiny u(0): Eq. 7 drives u to 0 in finite time for
+        # every ratio above some ρ*): find an integrable ratio further out, then the boundary ρ* by bisection in
+        # log ρ, and search the window just below it.
+        found = _widen(best_scale, log_rho_lo, log_rho_hi, max_decades)
+        if found is None:
+            raise FitError(f"fit of the {variant} dynamics failed: the ODE could not be solved for any rate ratio "
+                           f"within {max_decades:g} decades of {guess:.3g}")
+        below = found < log_rho_lo
+        grid_rho = np.linspace(found - 2 * ratio_decades, found, n_grid) if below else \
+            np.linspace(found, found + 2 * ratio_decades, n_grid)
+        losses = np.array([best_scale(x)[0] for x in grid_rho])
+        # beyond the edge next to ρ* the ODE cannot be integrated: an optimum there is a real one
+        blocked = {"hi" if below else "lo"}
+    else:
+        blocked = set()
+    step = grid_rho[1] - grid_rho[0]
     k = int(np.nanargmin(losses))
+
+    def edge(k: int) -> str:
+        return "lo" if k == 0 else "hi" if k == grid_rho.size - 1 else ""
+
     for _ in range(max_extensions):  # optimum on an edge: extend the ratio grid in that direction
-        if k not in (0, grid_rho.size - 1):
+        if not edge(k) or edge(k) in blocked:
             break
         extra = (grid_rho[0] - step * np.arange(n_grid // 2, 0, -1) if k == 0
                  else grid_rho[-1] + step * np.arange(1, n_grid // 2 + 1))
         extra_losses = np.array([best_scale(x)[0] for x in extra])
         grid_rho = np.concatenate([extra, grid_rho] if k == 0 else [grid_rho, extra])
         losses = np.concatenate([extra_losses, losses] if k == 0 else [losses, extra_losses])
+        if not np.any(np.isfinite(extra_losses)):
+            blocked.add(edge(k))
         k = int(np.nanargmin(losses))
-    if k in (0, grid_rho.size - 1):
+    lo_k, hi_k = max(k - 1, 0), min(k + 1, grid_rho.size - 1)
+    if edge(k) and edge(k) not in blocked:
         raise FitError(f"fit of the {variant} dynamics did not converge: best τ_y/τ_h = {10**grid_rho[k]:.3g} "
                        f"is on the search bound [{10**grid_rho[0]:.3g}, {10**grid_rho[-1]:.3g}]")
-    res = optimize.minimize_scalar(lambda x: best_scale(x)[0], bounds=(grid_rho[k - 1], grid_rho[k + 1]),
+    if not np.isfinite(losses[lo_k]):  # the optimum sits at the integrability boundary: refine inside it only
+        lo_k = k
+    if not np.isfinite(losses[hi_k]):
+        hi_k = k
+    if lo_k == hi_k:  # isolated integrable point: nothing to refine
+        lo_k, hi_k = max(k - 1, 0), min(k + 1, grid_rho.size - 1)
+    res = optimize.minimize_scalar(lambda x: best_scale(x)[0], bounds=(grid_rho[lo_k], grid_rho[hi_k]),
                                    method="bounded", options={"xatol": 2e-3})
     log_rho = float(res.x) if res.fun <= losses[k] else float(grid_rho[k])
     fit_loss, log_c, _ = best_scale(log_rho)
@@ -440,6 +469,24 @@ def fit_rates(t: np.ndarray, u: np.ndarray, v: np.ndarray, w: np.ndarray, X: flo
     theory = integrate_dynamics(initial, X, Y, rate_h, rate_y, t, variant)
     return RateFit(rate_h=rate_h, rate_y=rate_y, loss=fit_objective(measured, theory.stacked(), t),
                    theory=theory, variant=variant)
+
+
+def _widen(best_scale, log_lo: float, log_hi: float, max_decades: float, tol: float = 0.05) -> float | None:
+    """log10 ρ of an integrable ratio next to the boundary of integrability, searched outwards from [log_lo, log_hi]
+    in steps of two decades (below first: Eq. 7 fails for large ρ), then bisected to ``tol`` decades."""
+    def ok(x: float) -> bool:
+        return math.isfinite(best_scale(x)[0])
+
+    for distance in np.arange(2.0, max_decades + 1e-9, 2.0):
+        for inner, outer in ((log_lo, log_lo - distance), (log_hi, log_hi + distance)):
+            if ok(outer):
+                bad = outer + 2.0 if outer < inner else outer - 2.0  # the previous (failed) probe
+                good = outer
+                while abs(bad - good) > tol:
+                    mid = 0.5 * (bad + good)
+                    bad, good = (bad, mid) if ok(mid) else (mid, good)
+                return good
+    return None
 
 
 def fit_output_mean_rate(t: np.ndarray, measured_loss: np.ndarray, ybar0: np.ndarray, m: np.ndarray,

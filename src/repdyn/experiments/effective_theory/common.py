@@ -11,6 +11,7 @@ import torch
 from matplotlib.figure import Figure
 
 from repdyn.data.two_points import two_point_data
+from repdyn.experiments.claims import Control
 from repdyn.experiments.config import param
 from repdyn.nn import MLP, Ensemble, Schedule, train
 from repdyn.nn.cnn import ConvChain
@@ -18,6 +19,10 @@ from repdyn.probes.two_point import TwoPointState, two_point_recorder
 from repdyn.theory import effective_theory as et
 
 PAPER_WIDTH = 500
+CONV_CHANNELS = 20
+"""Channels of the convolutional row (App. B.1: "each with 20 channels and kernel size 11"), at every width."""
+CONVERGED_LOSS = 1e-3
+"""Final training loss (½ convention; Y/8 = 0.125 on the plateau) below which a run counts as converged."""
 
 
 @dataclass(frozen=True)
@@ -26,7 +31,7 @@ class DeepRunConfig:
 
     width: int = param(500, ge=2)
     depth: int = param(20, ge=2, help="hidden layers (Table 1: 20; smaller only for smoke tests)")
-    steps: int = param(6000, ge=10)
+    steps: int = param(6000, ge=0, help="full-batch GD steps (0: the untrained negative control)")
     time_compression: float = param(1.0, gt=0, help="learning rate × this")
     record_every: int = param(1, ge=1)
 
@@ -75,9 +80,14 @@ def readout_layer(depth: int) -> str:
 
 
 def width_of(arch: Architecture, width: int) -> int:
-    """Hidden width of ``arch`` when the default has ``width`` units; the narrow row (a tenth: 50 of 500) keeps at
-    least 16 units at reduced widths, where a tenth would leave too few units to train."""
-    return max(16, round(width * arch.width_fraction)) if arch.width_fraction < 1 else width
+    """Hidden width of ``arch`` when the default has ``width`` units: the narrow row keeps Table 1's 50 units and
+    the convolutional row its 500 (20 channels × 25 positions) at every width: reduced copies never leave the
+    plateau (issue 15), and both are cheap at the paper's size (a kernel of 11 costs less than a dense layer)."""
+    if arch.width_fraction < 1:
+        return round(PAPER_WIDTH * arch.width_fraction)
+    if arch.conv:
+        return PAPER_WIDTH
+    return width
 
 
 def scaled_lr(table_lr: float, width: int, paper_width: int = PAPER_WIDTH) -> float:
@@ -98,8 +108,8 @@ def train_two_point(*, activation: str, depth: int, width: int, gains: Sequence[
     plus the per-member X, Y, gains and lrs.
     """
     layers = list(layers) if layers is not None else [readout_layer(depth)]
-    if conv:  # 20 channels at width 500 (Table 1), scaled with the width; positions fill the width
-        channels = max(2, round(20 * width / PAPER_WIDTH))
+    if conv:  # Table 1's 20 channels at every width; positions fill the width
+        channels = CONV_CHANNELS
         factory = functools.partial(ConvChain, 1, channels, width // channels, depth, 1, activation=activation,
                                     dtype=torch.float64)
     else:
@@ -129,18 +139,25 @@ class MemberFit:
 
 
 def plateau_fraction(t: np.ndarray, u: np.ndarray) -> float:
-    """Fraction of the training time before ‖dh‖² has covered 5 % of its way from u(0) to its final value."""
+    """Fraction of the training time before ‖dh‖² has covered 5 % of its way from u(0) to its final value (NaN when
+    u did not move: nothing was learnt, so there is no plateau to measure)."""
+    if t.size < 2 or not abs(u[-1] - u[0]) > 1e-12:
+        return float("nan")
     progress = (u - u[0]) / (u[-1] - u[0])
     crossed = np.nonzero(progress > 0.05)[0]
     return float(t[crossed[0]] / t[-1]) if crossed.size else 1.0
 
 
-def relative_fit_loss(fit_loss: float, t: np.ndarray, u: np.ndarray, v: np.ndarray, w: np.ndarray) -> float:
-    """Eq. 49 fit loss divided by the same functional of the measured curves' deviation from their final values
-    (0 = perfect overlay; 1 = no better than a constant at the final state): scale-free, and not diluted by a long
-    converged tail that any fit matches."""
+def relative_fit_loss(theory: et.Trajectory, t: np.ndarray, u: np.ndarray, v: np.ndarray, w: np.ndarray) -> float:
+    """Eq. 49 normalised per variable: the mean over u, v, w of ∫(measured − theory)² dt / ∫(measured − final)² dt
+    (0 = perfect overlay; 1 = no better than a constant at the final state). Scale-free, not dominated by v (range
+    Y) over u (range about a tenth of it), and not diluted by a long converged tail that any fit matches."""
     measured = np.stack([u, v, w], axis=-1)
-    return fit_loss / et.fit_objective(measured, np.broadcast_to(measured[-1], measured.shape), t)
+    fitted = theory.stacked()
+    ratios = [et.fit_objective(measured[:, k:k + 1], fitted[:, k:k + 1], t)
+              / et.fit_objective(measured[:, k:k + 1], np.broadcast_to(measured[-1, k], (t.size, 1)), t)
+              for k in range(3)]
+    return float(np.mean(ratios))
 
 
 def fit_member(t: np.ndarray, u: np.ndarray, v: np.ndarray, w: np.ndarray, X: float, Y: float,
@@ -148,9 +165,9 @@ def fit_member(t: np.ndarray, u: np.ndarray, v: np.ndarray, w: np.ndarray, X: fl
     """Fit (1/τ_h, 1/τ_y) to one trajectory; a FitError becomes a failed MemberFit with its message."""
     try:
         fit = et.fit_rates(t, u, v, w, X, Y, variant=variant)
-    except (et.FitError, RuntimeError) as err:
+    except (et.FitError, RuntimeError, ValueError) as err:  # ValueError: too short a trajectory (untrained)
         return MemberFit(None, float("nan"), str(err))
-    return MemberFit(fit, relative_fit_loss(fit.loss, t, u, v, w))
+    return MemberFit(fit, relative_fit_loss(fit.theory, t, u, v, w))
 
 
 def trajectory_figure(title: str, panels: Mapping[str, tuple[np.ndarray, np.ndarray, et.Trajectory | None]],
@@ -174,3 +191,21 @@ def trajectory_figure(title: str, panels: Mapping[str, tuple[np.ndarray, np.ndar
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     return fig
+
+
+UNTRAINED = Control("the untrained networks (steps = 0)", {"steps": 0})
+"""The cheapest negative control of a claim about training: nothing is learnt, so no fit, plateau, merge or
+convergence can be measured (NaN), and no claim about training may pass on it."""
+
+
+def converged(loss: np.ndarray, threshold: float = CONVERGED_LOSS) -> np.ndarray:
+    """Whether each member's final training loss (last row of a (T, K) loss array) is below ``threshold``; an
+    untrained run (one recorded step) has not converged."""
+    loss = np.asarray(loss)
+    return (loss[-1] < threshold) & (loss.shape[0] > 1)
+
+
+def gated(values: np.ndarray, ok: np.ndarray) -> list[float]:
+    """``values`` where ``ok``, NaN elsewhere (a claim about a trained network says nothing about one that did not
+    converge)."""
+    return np.where(ok, np.asarray(values, dtype=float), np.nan).tolist()

@@ -3,7 +3,6 @@ every read-out layer (Fig. 10) of seed 000."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -12,9 +11,16 @@ from matplotlib.figure import Figure
 from scipy import stats
 
 from repdyn.experiments.base import Analysis, Experiment, RunSpec
-from repdyn.experiments.claims import ClaimSpec, Holds, Measured, at_least, at_most
+from repdyn.experiments.claims import ClaimSpec, Measured, at_least, at_most
 from repdyn.experiments.config import param
-from repdyn.experiments.effective_theory.common import TABLE1, DeepRunConfig, fit_member, scaled_lr, train_two_point
+from repdyn.experiments.effective_theory.common import (
+    TABLE1,
+    UNTRAINED,
+    DeepRunConfig,
+    fit_member,
+    scaled_lr,
+    train_two_point,
+)
 from repdyn.theory import effective_theory as et
 
 PAPER_CONTROL_LOSSES = {"original": 0.92, "factor_two": 15.35, "square": 16.61, "minus_sign": 2.99, "drop_term": 5.64}
@@ -23,18 +29,18 @@ PAPER_CONTROL_LOSSES = {"original": 0.92, "factor_two": 15.35, "square": 16.61, 
 
 @dataclass(frozen=True)
 class DefaultRunConfig(DeepRunConfig):
-    trials: int = param(1, ge=1, help="independent default networks (one ensemble)")
+    trials: int = param(3, ge=1, help="independent default networks (one ensemble; the paper shows one)")
     dx: float = param(0.5, gt=0)
     dy: float = param(1.0, gt=0)
 
 
 SCALE_CONFIGS = {
     "smoke": DefaultRunConfig(width=32, depth=4, steps=400, time_compression=2.0, record_every=5),
-    "quick": DefaultRunConfig(width=64, steps=2000, time_compression=1.5, record_every=5, trials=2),
+    "quick": DefaultRunConfig(width=64, steps=4000, time_compression=1.5, record_every=10),
     "paper": DefaultRunConfig(),
 }
-DEPTH_SCALE_CONFIGS = {**SCALE_CONFIGS, "quick": dataclasses.replace(SCALE_CONFIGS["quick"], trials=1)}
-"""One trial at quick scale: the depth experiment fits every layer (20 fits per trial)."""
+FIG11 = "Trajectories of the alternatives are not as good of a fit compared to the effective theory."
+FIG10 = "We can see that the theory is accurate only in the second half of the network."
 
 
 def train_default(config: DefaultRunConfig, seed: int, device: str, layers: list[str] | None = None) -> dict:
@@ -53,18 +59,19 @@ class PerturbedDynamicsControl(Experiment):
     paper = "000"
     source = "Fig. 11 (App. C.1), Eq. 51"
     Config = DefaultRunConfig
+    scales = SCALE_CONFIGS
     claims = (
-        ClaimSpec("margin", "Eq. 7 fits markedly better than every perturbed ODE: smallest perturbed fit loss / "
-                  "original fit loss (median over trials)", "seed 000, Fig. 11 (paper: 2.99 / 0.92 = 3.3)",
-                  at_least(2.0)),
-        ClaimSpec("closest", "The removed-minus-sign version is the closest competitor (as in the paper)",
-                  "seed 000, Fig. 11", Holds()),
-        ClaimSpec("ranking", "Full ranking of the paper: original < minus sign < removed term < factor two < square",
-                  "seed 000, Fig. 11", Holds()),
+        ClaimSpec("original_best", "Eq. 7 fits the default network better than every deliberately wrong ODE of "
+                  "Eq. 51: per trial, the smallest perturbed normalised fit loss / the original's",
+                  "seed 000, Fig. 11 (paper: 2.99 / 0.92 = 3.3)", at_least(1.0), quote=FIG11,
+                  band_reason="read off the paper's statement: every alternative fits worse (ratio > 1); the paper's "
+                  "own ratio is 3.3", control=UNTRAINED, figure="fig11_control"),
+        ClaimSpec("closest", "The removed-minus-sign version is the closest competitor: per trial, the smallest fit "
+                  "loss of the other three perturbations / that of the minus-sign version", "seed 000, Fig. 11",
+                  at_least(1.0), quote="increases from 0.92 to 15.35, 16.61, 2.99 and 5.64 respectively",
+                  band_reason="read off App. C.1: minus sign 2.99 against 5.64 at the next (ratio 1.9 > 1)",
+                  control=UNTRAINED),
     )
-
-    def config(self, scale: str) -> DefaultRunConfig:
-        return SCALE_CONFIGS[scale]
 
     def runs(self, config: DefaultRunConfig) -> list[RunSpec]:
         return [RunSpec("default", {})]
@@ -93,14 +100,20 @@ class PerturbedDynamicsControl(Experiment):
                                          "fit_loss": member.fit.loss if member.fit else float("nan"),
                                          "paper_fit_loss": PAPER_CONTROL_LOSSES[variant]})
         # A failed fit of a perturbed ODE means it cannot follow the trajectory at all: rank it as infinitely bad.
-        median = {v: float(np.median(np.nan_to_num(losses[v], nan=np.inf))) for v in et.VARIANTS}
+        per_trial = {v: np.nan_to_num(np.asarray(losses[v], dtype=float), nan=np.inf) for v in et.VARIANTS}
+        per_trial["original"] = np.asarray(losses["original"], dtype=float)  # a failed original fit stays NaN
+        median = {v: float(np.median(per_trial[v])) for v in et.VARIANTS}
         perturbed = [v for v in et.VARIANTS if v != "original"]
+        others = [v for v in perturbed if v != "minus_sign"]
         order = sorted(et.VARIANTS, key=lambda v: median[v])
         paper_order = sorted(PAPER_CONTROL_LOSSES, key=PAPER_CONTROL_LOSSES.get)
         summary = ", ".join(f"{v}: {median[v]:.3g}" for v in order)
-        analysis.measured["margin"] = Measured(min(median[v] for v in perturbed) / median["original"], summary)
-        analysis.measured["closest"] = Measured(order[1] == "minus_sign", "measured order: " + " < ".join(order))
-        analysis.measured["ranking"] = Measured(order == paper_order, "paper order: " + " < ".join(paper_order))
+        best_perturbed = np.min([per_trial[v] for v in perturbed], axis=0)
+        analysis.measured["original_best"] = Measured(best_perturbed / per_trial["original"], summary)
+        minus = np.asarray(losses["minus_sign"], dtype=float)
+        analysis.measured["closest"] = Measured(np.min([per_trial[v] for v in others], axis=0) / minus,
+                                                "measured order of the medians: " + " < ".join(order)
+                                                + "; paper: " + " < ".join(paper_order))
         fig = Figure(figsize=(9.0, 3.0))
         axes = fig.subplots(1, 3)
         for col, name in enumerate(("‖dh‖²", "‖dy‖²", "w")):
@@ -133,19 +146,25 @@ class DepthDependence(Experiment):
     paper = "000"
     source = "Fig. 10, Eq. 14"
     Config = DefaultRunConfig
+    scales = SCALE_CONFIGS
     claims = (
-        ClaimSpec("second_half_fit", "Eq. 7 fits well in the second half of the network: median relative fit "
-                  "loss over hidden layers 11-20", "seed 000, Fig. 10", at_most(0.1)),
-        ClaimSpec("halves", "The fit loss is lower in the second half than in the first half (medians)",
-                  "seed 000, Fig. 10", Holds()),
-        ClaimSpec("rate_h_trend", "In the second half 1/τ_h increases with depth: Spearman correlation with the "
-                  "layer index", "seed 000, Fig. 10", at_least(0.5)),
-        ClaimSpec("rate_y_trend", "In the second half 1/τ_y decreases with depth: Spearman correlation with the "
-                  "layer index", "seed 000, Fig. 10", at_most(-0.5)),
+        ClaimSpec("second_half_fit", "Eq. 7 fits well in the second half of the network: per trial, median "
+                  "normalised fit loss over hidden layers 11-20", "seed 000, Fig. 10", at_most(0.1), quote=FIG10,
+                  band_reason="the same choice as two_point default_fit", control=UNTRAINED, figure="fig10_depth"),
+        ClaimSpec("halves", "The fit is better in the second half than in the first: per trial, median fit loss "
+                  "of layers 11-20 / that of layers 1-10 (a failed fit counts as ∞)", "seed 000, Fig. 10",
+                  at_most(1.0), quote=FIG10, band_reason="read off Fig. 10: the ordering of the two halves",
+                  control=UNTRAINED),
+        ClaimSpec("rate_h_trend", "In the second half 1/τ_h increases with depth: per trial, Spearman correlation "
+                  "with the layer index", "seed 000, Fig. 10", at_least(0.5),
+                  quote="In this regime the effective learning rate of the encoder increases with depth",
+                  band_reason="our choice: a clear monotone trend (the figure's y-axis is not to scale)",
+                  control=UNTRAINED),
+        ClaimSpec("rate_y_trend", "In the second half 1/τ_y decreases with depth: per trial, Spearman correlation "
+                  "with the layer index", "seed 000, Fig. 10", at_most(-0.5),
+                  quote="whereas the effective learning rate of the decoder decreases",
+                  band_reason="our choice, as rate_h_trend", control=UNTRAINED),
     )
-
-    def config(self, scale: str) -> DefaultRunConfig:
-        return DEPTH_SCALE_CONFIGS[scale]
 
     def runs(self, config: DefaultRunConfig) -> list[RunSpec]:
         return [RunSpec("default_all_layers", {})]
@@ -174,19 +193,29 @@ class DepthDependence(Experiment):
                                          "rate_y": member.fit.rate_y, "relative_fit_loss": member.relative_loss,
                                          "u0": res["u"][0, k, layer]})
         # A failed fit (Eq. 7 cannot even be integrated from the measured start) counts as an infinitely bad fit.
-        layer_loss = np.median(np.nan_to_num(rel, nan=np.inf), axis=0)
-        first, second = layer_loss[: depth // 2], layer_loss[depth // 2:]
+        bad = np.nan_to_num(rel, nan=np.inf)
+        layer_loss = np.median(bad, axis=0)
+        first, second = bad[:, : depth // 2], bad[:, depth // 2:]
         n_failed = int(np.sum(~np.isfinite(second)))
-        analysis.measured["second_half_fit"] = Measured(float(np.median(second)),
-                                                        f"{n_failed} of {second.size} layers without a converged fit")
-        halves = f"first half {np.median(first):.3g}, second half {np.median(second):.3g}"
-        analysis.measured["halves"] = Measured(bool(np.median(second) < np.median(first)), halves)
+        second_median = np.median(second, axis=1)
+        second_median[~np.isfinite(second_median)] = np.nan
+        analysis.measured["second_half_fit"] = Measured(second_median, f"{n_failed} of {second.size} second-half "
+                                                        "fits did not converge")
+        with np.errstate(invalid="ignore"):
+            ratio = np.median(second, axis=1) / np.median(first, axis=1)
+        analysis.measured["halves"] = Measured(np.where(np.isfinite(ratio), ratio, np.nan),
+                                               f"median first half {np.median(first):.3g}, second half "
+                                               f"{np.median(second):.3g}")
         index = np.arange(depth // 2, depth)
+        trends = {}
         for claim, rates in (("rate_h_trend", rate_h), ("rate_y_trend", rate_y)):
-            per_layer = np.nanmedian(rates, axis=0)[depth // 2:]
-            ok = np.isfinite(per_layer)
-            rho = stats.spearmanr(index[ok], per_layer[ok]).statistic if ok.sum() >= 3 else float("nan")
-            analysis.measured[claim] = float(rho)
+            rhos = []
+            for k in range(config.trials):
+                per_layer = rates[k, depth // 2:]
+                ok = np.isfinite(per_layer)
+                rhos.append(stats.spearmanr(index[ok], per_layer[ok]).statistic if ok.sum() >= 3 else float("nan"))
+            trends[claim] = float(np.nanmedian(rhos)) if np.isfinite(rhos).any() else float("nan")
+            analysis.measured[claim] = Measured(rhos, "Spearman ρ per trial")
         fig = Figure(figsize=(6.5, 3.2))
         ax = fig.subplots()
         layers = np.arange(1, depth + 1)
@@ -202,8 +231,8 @@ class DepthDependence(Experiment):
         analysis.notes = ("Median over trials per layer; layer numbers are 1-based hidden layers. Where a fit fails, "
                           "the measured start has w(0) > 0 with u(0) so small that Eq. 7 drives u to 0 in finite "
                           "time for every rate ratio: the network starts off the aligned manifold (spec 000 §7.7). "
-                          "Spearman "
-                          f"correlations with depth in the second half: 1/τ_h {analysis.measured['rate_h_trend']:.2f}, "
-                          f"1/τ_y {analysis.measured['rate_y_trend']:.2f} (paper: 1/τ_h rises, 1/τ_y falls). "
+                          "Spearman correlations with depth in the second half (median over trials): "
+                          f"1/τ_h {trends['rate_h_trend']:.2f}, "
+                          f"1/τ_y {trends['rate_y_trend']:.2f} (paper: 1/τ_h rises, 1/τ_y falls). "
                           + " ".join(notes))
         return analysis

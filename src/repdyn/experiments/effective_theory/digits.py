@@ -20,7 +20,7 @@ from scipy import stats
 from repdyn.data.digits import load_digits, one_hot
 from repdyn.data.mnist import check_mnist_folder, load_mnist
 from repdyn.experiments.base import Analysis, Experiment, RunSpec
-from repdyn.experiments.claims import ClaimSpec, Measured, at_least, at_most
+from repdyn.experiments.claims import ClaimSpec, Control, Measured, at_least, at_most
 from repdyn.experiments.config import check_data_folder, param
 from repdyn.experiments.effective_theory.common import fit_member, readout_layer, trajectory_figure
 from repdyn.experiments.effective_theory.multipoint import pairwise
@@ -30,6 +30,8 @@ from repdyn.probes.two_point import TwoPointState, two_point_recorder
 from repdyn.theory import effective_theory as et
 
 STRUCTURE_POINTS = 100
+STAND_IN_SIZE = 1797
+"""Images in scikit-learn's 8×8 digits, the stand-in for MNIST."""
 
 
 @dataclass(frozen=True)
@@ -40,25 +42,22 @@ class DigitsConfig:
     depth: int = param(4, ge=2)
     gain: float = param(0.5, gt=0)
     lr: float = param(0.005, gt=0)
-    epochs: int = param(200, ge=1)
+    epochs: int = param(200, ge=0, help="epochs (0: the untrained control)")
     batch_size: int = param(100, ge=1, help="minibatch size (SGD); equal to n_train for full-batch GD")
     seeds: int = param(50, ge=1, help="networks averaged for the structure (one ensemble)")
     record_every: int = param(10, ge=1, help="record the 0/1 pair every this many steps")
 
 
-SCALE_CONFIGS = {
-    "smoke": DigitsConfig(n_train=STRUCTURE_POINTS, width=32, epochs=300, batch_size=STRUCTURE_POINTS, seeds=2,
-                          lr=0.5, record_every=5),
-    "quick": DigitsConfig(n_train=500, width=100, epochs=800, batch_size=500, seeds=3, lr=0.5, record_every=8),
-    "paper": DigitsConfig(),
-}
+DIGITS_UNTRAINED = Control("the untrained networks (epochs = 0)", {"epochs": 0})
+FIG9 = ("The Pearson correlation coefficient between the theory and experiment is 0.703 and when not factoring in the "
+        "diagonal blocks it is 0.512.")
 
 
 def load_training_set(config: DigitsConfig) -> tuple[np.ndarray, np.ndarray, str]:
     if config.data_folder:
         x, labels = load_mnist(config.data_folder, "train", n=config.n_train)
         return x, labels, "MNIST"
-    x, labels = load_digits(n=min(config.n_train, 1797))
+    x, labels = load_digits(n=min(config.n_train, STAND_IN_SIZE))
     return x, labels, "scikit-learn 8×8 digits (MNIST stand-in)"
 
 
@@ -86,21 +85,40 @@ class DigitsStructure(Experiment):
     paper = "000"
     source = "Figs. 4, 9, Eq. 10, Eq. 50"
     Config = DigitsConfig
+    scales = {
+        "smoke": DigitsConfig(n_train=STRUCTURE_POINTS, width=32, epochs=300, batch_size=STRUCTURE_POINTS, seeds=3,
+                              lr=0.5, record_every=5),
+        "quick": DigitsConfig(n_train=500, width=100, epochs=800, batch_size=500, seeds=3, lr=0.5, record_every=8),
+        "paper": DigitsConfig(),
+    }
     claims = (
-        ClaimSpec("pearson_all", "Pearson r between the seed-averaged final distances of the first 100 digits and "
-                  "the exponentially weighted Eq. 10 (all pairs; paper 0.703)", "seed 000, Fig. 9", at_least(0.35)),
-        ClaimSpec("pearson_off_blocks", "The same, excluding the same-digit blocks (paper 0.512)",
-                  "seed 000, Fig. 9", at_least(0.25)),
-        ClaimSpec("pair_fit", "The 0/1 pair trajectory qualitatively follows Eq. 7 with two fitted constants: "
-                  "relative Eq. 49 fit loss (median over seeds)", "seed 000, Fig. 4", at_most(0.2)),
+        ClaimSpec("pearson_all", "Training brings the final distances of the first 100 digits towards the "
+                  "exponentially weighted Eq. 10: per seed, Pearson r(trained, theory) minus the larger of the two "
+                  "baselines r(untrained network, theory) and r(input distance, theory), all pairs",
+                  "seed 000, Fig. 9", at_least(0.05), quote=FIG9,
+                  band_reason="our choice (issue 15): the paper's r = 0.703 means nothing unless it beats what the "
+                  "untrained network and the raw inputs already give; a margin of 0.05 in r", control=DIGITS_UNTRAINED,
+                  figure="fig9_structure"),
+        ClaimSpec("pearson_off_blocks", "The same margin over both baselines, excluding the same-digit blocks",
+                  "seed 000, Fig. 9", at_least(0.05), quote=FIG9, band_reason="as pearson_all",
+                  control=DIGITS_UNTRAINED),
+        ClaimSpec("pair_fit", "The 0/1 pair trajectory follows Eq. 7 with two fitted constants: normalised Eq. 49 "
+                  "fit loss per seed", "seed 000, Fig. 4", at_most(0.2),
+                  quote="Learning dynamics of a randomly selected zero digit and one digit in MNIST compared against "
+                  "the theory after fitting two constants.",
+                  band_reason="our choice: twice the two-point band, as the paper notes the pair is trained among "
+                  "all digits (\"Trajectories look slightly worse for more similar digits\")", control=DIGITS_UNTRAINED,
+                  figure="fig4_pair"),
     )
 
-    def config(self, scale: str) -> DigitsConfig:
-        return SCALE_CONFIGS[scale]
-
-    def prepare(self, config: DigitsConfig) -> None:
+    def prepare(self, config: DigitsConfig) -> str | None:
         check_data_folder("data_folder", config.data_folder,
                           functools.partial(check_mnist_folder, splits=("train",), n=config.n_train))
+        if not config.data_folder and config.n_train > STAND_IN_SIZE:
+            return (f"n_train = {config.n_train} asks for MNIST (the paper: the full training set), but no "
+                    f"data_folder was given; the {STAND_IN_SIZE}-image stand-in is not used silently in its place "
+                    "(give data_folder, or n_train <= 1797 to run on the stand-in)")
+        return None
 
     def runs(self, config: DigitsConfig) -> list[RunSpec]:
         return [RunSpec("train", {"seeds": config.seeds})]
@@ -138,37 +156,50 @@ class DigitsStructure(Experiment):
         x, labels, data_name = load_training_set(config)
         analysis = Analysis()
         t = res["epochs"]
-        fits, notes = [], []
+        fits, notes, per_seed = [], [], []
         for k in range(res["v"].shape[1]):
             member = fit_member(t, res["u"][:, k], res["v"][:, k], res["w"][:, k], res["X_pair"], 2.0)
+            per_seed.append(member if member.fit is not None else None)
             if member.fit is None:
                 notes.append(f"pair fit, seed {k}: {member.error}")
                 continue
             fits.append(member)
         if not fits:
             analysis.notes = f"Data: {data_name}. No pair fit converged: " + "; ".join(notes)
+            n = res["v"].shape[1]
+            analysis.measured.update({c.id: Measured([np.nan] * n, "no pair fit converged") for c in self.claims})
             return analysis
-        analysis.measured["pair_fit"] = float(np.median([f.relative_loss for f in fits]))
+        analysis.measured["pair_fit"] = Measured(
+            [f.relative_loss if f is not None else np.nan for f in per_seed], "; ".join(notes))
         rate_h = float(np.mean([f.fit.rate_h for f in fits]))
         rate_y = float(np.mean([f.fit.rate_y for f in fits]))
         tau_ratio = rate_h / rate_y
         points = sorted_structure_points(labels)
         xs, ls = x[points], labels[points]
-        measured = np.mean([pairwise(h) for h in res["hidden"]], axis=0)
-        raw = np.mean([et.fixed_point_distance(pairwise(h0), pairwise(o0), pairwise(xs),
-                                               pairwise(one_hot(ls)), tau_ratio)
-                       for h0, o0 in zip(res["hidden0"], res["outputs0"], strict=True)], axis=0)
-        weighted = et.exponentially_weighted(raw)
         iu, off = block_mask(ls)
-        r = {name: (stats.pearsonr(measured[iu], pred[iu]).statistic,
-                    stats.pearsonr(measured[iu][off], pred[iu][off]).statistic)
-             for name, pred in (("weighted", weighted), ("raw", raw))}
-        analysis.measured["pearson_all"] = Measured(float(r["weighted"][0]), f"raw Eq. 10: {r['raw'][0]:.3f}")
-        analysis.measured["pearson_off_blocks"] = Measured(float(r["weighted"][1]),
-                                                           f"raw Eq. 10: {r['raw'][1]:.3f}")
+        inputs = pairwise(xs)
+        per = {name: [] for name in ("trained", "untrained", "input")}
+        weighted_all, measured_all = [], []
+        for h0, o0, h in zip(res["hidden0"], res["outputs0"], res["hidden"], strict=True):
+            weighted = et.exponentially_weighted(et.fixed_point_distance(pairwise(h0), pairwise(o0), inputs,
+                                                                         pairwise(one_hot(ls)), tau_ratio))
+            weighted_all.append(weighted)
+            measured_all.append(pairwise(h))
+            for name, matrix in (("trained", pairwise(h)), ("untrained", pairwise(h0)), ("input", inputs)):
+                per[name].append([stats.pearsonr(matrix[iu], weighted[iu]).statistic,
+                                  stats.pearsonr(matrix[iu][off], weighted[iu][off]).statistic])
+        per = {name: np.asarray(v) for name, v in per.items()}  # (seeds, 2): all pairs, off blocks
+        margin = per["trained"] - np.maximum(per["untrained"], per["input"])
+        summary = ", ".join(f"{name} {np.median(v[:, 0]):.3f}/{np.median(v[:, 1]):.3f}" for name, v in per.items())
+        analysis.measured["pearson_all"] = Measured(margin[:, 0], "median r (all/off blocks): " + summary)
+        analysis.measured["pearson_off_blocks"] = Measured(margin[:, 1], "median r (all/off blocks): " + summary)
+        measured = np.mean(measured_all, axis=0)
+        weighted = np.mean(weighted_all, axis=0)
+        r_mean = (stats.pearsonr(measured[iu], weighted[iu]).statistic,
+                  stats.pearsonr(measured[iu][off], weighted[iu][off]).statistic)
         analysis.metrics.append({"data": data_name, "tau_y/tau_h": tau_ratio, "rate_h": rate_h, "rate_y": rate_y,
-                                 "pearson_weighted": r["weighted"][0], "pearson_weighted_off_blocks": r["weighted"][1],
-                                 "pearson_raw": r["raw"][0], "pearson_raw_off_blocks": r["raw"][1],
+                                 "pearson_seed_average": r_mean[0], "pearson_seed_average_off_blocks": r_mean[1],
+                                 **{f"pearson_{name}_median": float(np.median(v[:, 0])) for name, v in per.items()},
                                  "final_loss": float(np.mean(res["loss"][-1]))})
         best = fits[0]
         analysis.figures["fig4_pair"] = trajectory_figure(
@@ -176,19 +207,20 @@ class DigitsStructure(Experiment):
             {"0/1 pair": (t, np.stack([res["u"][:, 0], res["v"][:, 0], res["w"][:, 0]], -1), best.fit.theory)}, 2.0)
         fig = Figure(figsize=(9.0, 3.2))
         axes = fig.subplots(1, 3)
-        for ax, (matrix, title) in zip(axes, ((measured, "network (seed average)"), (raw, "Eq. 10"),
+        for ax, (matrix, title) in zip(axes, ((measured, "network (seed average)"), (inputs, "input distance"),
                                               (weighted, "Eq. 10 + Eq. 50 weighting")), strict=True):
             ax.imshow(matrix, cmap="viridis")
             ax.set_title(title, fontsize=8)
             ax.set_xticks([])
             ax.set_yticks([])
         fig.suptitle(f"Fig. 9: final squared distances, first 100 digits by label ({data_name})\n"
-                     f"Pearson r = {r['weighted'][0]:.2f}, {r['weighted'][1]:.2f} off same-digit blocks", fontsize=8)
+                     f"Pearson r (seed average) = {r_mean[0]:.2f}, {r_mean[1]:.2f} off same-digit blocks", fontsize=8)
         fig.tight_layout()
         analysis.figures["fig9_structure"] = fig
         analysis.notes = (f"Data: {data_name}, {len(labels)} training images, {config.depth}×{config.width} "
                           f"leaky ReLU, gain {config.gain:g}, lr {config.lr:g}, {config.epochs} epochs, batch "
-                          f"{config.batch_size}, {config.seeds} seeds. Pearson r of the raw Eq. 10 predictions: "
-                          f"{r['raw'][0]:.3f} (all), {r['raw'][1]:.3f} (off blocks). " + " ".join(notes))
+                          f"{config.batch_size}, {config.seeds} seeds. Pearson r with the weighted Eq. 10 (median over "
+                          f"seeds, all/off blocks): {summary}; of the seed-averaged distances: {r_mean[0]:.3f}/"
+                          f"{r_mean[1]:.3f} (paper, MNIST: 0.703/0.512). " + " ".join(notes))
         return analysis
 

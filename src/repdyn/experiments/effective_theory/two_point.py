@@ -1,5 +1,6 @@
 """Experiment 1 (Fig. 2, Table 1 of seed 000): two-point dynamics across architectures, overlaid by Eq. 7 with
-two fitted constants."""
+two fitted constants; plus the step-size check that the quick scale's raised learning rate still follows gradient
+flow."""
 
 from __future__ import annotations
 
@@ -13,7 +14,10 @@ from repdyn.experiments.claims import ClaimSpec, InRange, Measured, at_least, at
 from repdyn.experiments.config import param
 from repdyn.experiments.effective_theory.common import (
     TABLE1,
+    UNTRAINED,
+    converged,
     fit_member,
+    gated,
     plateau_fraction,
     readout_layer,
     scaled_lr,
@@ -22,26 +26,23 @@ from repdyn.experiments.effective_theory.common import (
     width_of,
 )
 
+FIG2 = "matches the theory after fitting two constants"
+HALF_STEP = "default_half_step"
+
 
 @dataclass(frozen=True)
 class TwoPointConfig:
     architectures: tuple[str, ...] = param(tuple(TABLE1), choices=tuple(TABLE1),
                                            help="Table-1 rows to run")
-    width: int = param(500, ge=2, help="hidden units (Table 1: 500; narrow uses a tenth)")
-    steps: int = param(6000, ge=10, help="full-batch GD steps (epochs)")
+    width: int = param(500, ge=2, help="hidden units (Table 1: 500; narrow has 50 at every width)")
+    steps: int = param(6000, ge=0, help="full-batch GD steps (epochs; 0: the untrained control)")
     time_compression: float = param(1.0, gt=0, help="learning rate × this, steps ÷ this (same gradient-flow time)")
     record_every: int = param(1, ge=1, help="record (u, v, w) every this many steps")
-    seeds_per_architecture: int = param(1, ge=1, help="independent trials per architecture (one ensemble)")
+    seeds_per_architecture: int = param(3, ge=1, help="independent trials per architecture (one ensemble; the "
+                                                      "paper shows one run each)")
+    step_check: bool = param(True, help="also train the default network at half the step for twice the steps")
     dx: float = param(0.5, gt=0)
     dy: float = param(1.0, gt=0)
-
-
-SCALE_CONFIGS = {
-    "smoke": TwoPointConfig(architectures=("default", "shallow"), width=32, steps=300, time_compression=4.0,
-                            record_every=5, seeds_per_architecture=1),
-    "quick": TwoPointConfig(width=64, steps=1500, time_compression=3.0, record_every=5, seeds_per_architecture=2),
-    "paper": TwoPointConfig(),
-}
 
 
 class TwoPointDynamics(Experiment):
@@ -50,90 +51,124 @@ class TwoPointDynamics(Experiment):
     paper = "000"
     source = "Fig. 2, Table 1, Eq. 7, Eq. 49"
     Config = TwoPointConfig
+    scales = {
+        "smoke": TwoPointConfig(architectures=("default", "shallow"), width=32, steps=300, time_compression=4.0,
+                                record_every=5),
+        "quick": TwoPointConfig(width=64, steps=1500, time_compression=3.0, record_every=5),
+        "paper": TwoPointConfig(),
+    }
     claims = (
         ClaimSpec("default_fit", "With two fitted constants (1/τ_h, 1/τ_y), Eq. 7 overlays u, v, w of the default "
-                  "20-layer leaky-ReLU network: relative Eq. 49 fit loss (median over seeds)",
-                  "seed 000, Fig. 2", at_most(0.1), depends_on=("default",)),
-        ClaimSpec("all_fit", "Eq. 7 overlays the trajectories of every architecture: median relative fit loss "
-                  "over architectures", "seed 000, Fig. 2", at_most(0.1)),
+                  "20-layer leaky-ReLU network: Eq. 49 fit loss normalised per variable, per trial",
+                  "seed 000, Fig. 2", at_most(0.1), depends_on=("default",), quote=FIG2,
+                  band_reason="our choice (the paper gives no number): a residual a tenth of each curve's own "
+                  "variation is a visible overlay as in Fig. 2", control=UNTRAINED, figure="fig2_trajectories_1"),
+        ClaimSpec("all_fit", "Eq. 7 overlays the trajectories of every architecture: per trial, the median over "
+                  "architectures of the normalised fit loss (per architecture in the note)", "seed 000, Fig. 2",
+                  at_most(0.1), quote="amongst architectures with varying connectivity (top) and nonlinearities "
+                  "(bottom), " + FIG2, band_reason="the same choice as default_fit", control=UNTRAINED),
         ClaimSpec("plateau", "Small-init dynamics start with a plateau: fraction of training before u has risen "
-                  "5 % of the way to its final value (default network)", "seed 000, Fig. 2",
-                  at_least(0.1), depends_on=("default",)),
-        ClaimSpec("w_dip", "w dips negative and stays above −Y/4: min_t w / Y (default network)",
-                  "seed 000, Fig. 2; spec 000 §2.1", InRange(-0.25, -0.05), depends_on=("default",)),
-        ClaimSpec("fits_converged", "The fit converges (no search bound hit) for every trial",
-                  "seed 000, App. B.1", at_least(1.0)),
+                  "5 % of the way to its final value (default network, converged trials only)", "seed 000, Fig. 2-3",
+                  at_least(0.1), depends_on=("default",),
+                  quote="Therefore, the dynamics are initially stagnant resulting in plateau-like behavior",
+                  band_reason="our choice: a tenth of the run flat before a 5 % rise is a plateau visible in "
+                  "Fig. 2; immediate decay (Fig. 3, large init) gives < 0.05", control=UNTRAINED),
+        ClaimSpec("w_dip", "w dips negative during learning and stays above −Y/4: min_t w / Y (default network)",
+                  "seed 000, Fig. 2; spec 000 §2.1", InRange(-0.25, -0.05), depends_on=("default",),
+                  quote="output alignment w … during training on a two point dataset",
+                  band_reason="derived: −Y/4 is the minimum of w = ‖dy‖² − dy·Δy for 1-D outputs (an identity); "
+                  "−0.05 (our choice) requires a visible dip, which the untrained network lacks",
+                  control=UNTRAINED),
+        ClaimSpec("fits_converged", "The fit converges (no search bound hit) for every architecture: per trial, "
+                  "the fraction of architectures with a converged fit", "seed 000, App. B.1", at_least(1.0),
+                  quote="To determine the values of … and … we optimize the squared fit loss",
+                  band_reason="our choice: every architecture of Table 1 is fitted in the paper", control=UNTRAINED),
+        ClaimSpec("step_size", "The quick scale's raised learning rate still follows gradient flow: halving the "
+                  "step (twice the steps) changes the fitted 1/τ_h and 1/τ_y of the default network by at most "
+                  "this relative amount", "seed 000, App. B.1", at_most(0.05), depends_on=("default",),
+                  quote="Learning rates are chosen to produce smooth loss curves",
+                  band_reason="our choice (issue 15): Eq. 7 is a gradient-flow ODE, so the fitted rates must not "
+                  "depend on the step by more than 5 %", control=UNTRAINED),
     )
 
-    def config(self, scale: str) -> TwoPointConfig:
-        return SCALE_CONFIGS[scale]
-
     def runs(self, config: TwoPointConfig) -> list[RunSpec]:
-        return [RunSpec(name, {"architecture": name}) for name in config.architectures]
+        runs = [RunSpec(name, {"architecture": name}, seed_group=name) for name in config.architectures]
+        if config.step_check and "default" in config.architectures:
+            runs.append(RunSpec(HALF_STEP, {"architecture": "default", "step_factor": 0.5}, seed_group="default"))
+        return runs
 
     def execute(self, config: TwoPointConfig, run: RunSpec, seed: int, device: str) -> dict:
         arch = TABLE1[run.params["architecture"]]
+        factor = run.params.get("step_factor", 1.0)
         width = width_of(arch, config.width)
         k = config.seeds_per_architecture
-        lr = scaled_lr(arch.lr, width, round(500 * arch.width_fraction)) * config.time_compression
+        lr = scaled_lr(arch.lr, width, round(500 * arch.width_fraction)) * config.time_compression * factor
         if config.width < 500:
             lr *= arch.reduced_width_lr_factor
         return train_two_point(activation=arch.activation, depth=arch.depth, width=width, gains=[arch.gain] * k,
-                               lrs=[lr] * k, seeds=[seed + i for i in range(k)], steps=config.steps,
-                               record_every=config.record_every, dx=[config.dx] * k, dy=[config.dy] * k,
-                               skip=arch.skip, dropout=arch.dropout, conv=arch.conv, device=device,
-                               generator_seed=seed)
+                               lrs=[lr] * k, seeds=[seed + i for i in range(k)], steps=round(config.steps / factor),
+                               record_every=round(config.record_every / factor), dx=[config.dx] * k,
+                               dy=[config.dy] * k, skip=arch.skip, dropout=arch.dropout, conv=arch.conv,
+                               device=device, generator_seed=seed)
 
     def analyse(self, config: TwoPointConfig, results: Mapping[str, dict]) -> Analysis:
         X, Y = config.dx**2, config.dy**2
+        K = config.seeds_per_architecture
         analysis = Analysis()
-        panels, medians, n_fits, n_ok = {}, {}, 0, 0
-        failures = []
+        panels, failures = {}, []
+        rel = {name: np.full(K, np.nan) for name in config.architectures}
+        rates = {}
         for name, res in results.items():
-            t = res["steps"] * config.time_compression  # epochs in the paper's time units
-            losses = []
+            factor = 0.5 if name == HALF_STEP else 1.0
+            t = res["steps"] * config.time_compression * factor  # epochs in the paper's time units
+            rates[name] = np.full((K, 2), np.nan)
             for k in range(res["v"].shape[1]):
                 u, v, w = res["u"][:, k, 0], res["v"][:, k], res["w"][:, k]
                 member = fit_member(t, u, v, w, X, Y)
-                n_fits += 1
                 if member.fit is None:
                     failures.append(f"{name}[{k}]: {member.error}")
                     continue
-                n_ok += 1
-                losses.append(member.relative_loss)
+                rates[name][k] = member.fit.rate_h, member.fit.rate_y
+                if name == HALF_STEP:
+                    continue
+                rel[name][k] = member.relative_loss
                 analysis.metrics.append({"architecture": name, "trial": k, "rate_h": member.fit.rate_h,
                                          "rate_y": member.fit.rate_y, "tau_y/tau_h": member.fit.tau_ratio,
-                                         "fit_loss": member.fit.loss, "relative_fit_loss": member.relative_loss,
-                                         "u0": u[0], "u_final": u[-1], "min_w": float(w.min()),
+                                         "relative_fit_loss": member.relative_loss, "u0": u[0], "u_final": u[-1],
+                                         "min_w": float(w.min()), "final_loss": float(res["loss"][-1, k]),
                                          "read_out": readout_layer(TABLE1[name].depth)})
                 if k == 0:
                     panels[name] = (t, np.stack([u, v, w], axis=-1), member.fit.theory)
-            medians[name] = float(np.median(losses)) if losses else float("nan")
+        per_arch = ", ".join(f"{n}: {np.nanmedian(r) if np.isfinite(r).any() else float('nan'):.3g}"
+                             for n, r in rel.items())
         if "default" in results:
             res = results["default"]
             t = res["steps"]
-            analysis.measured["default_fit"] = Measured(medians["default"], "median relative Eq. 49 loss")
-            analysis.measured["plateau"] = float(np.median([plateau_fraction(t, res["u"][:, k, 0])
-                                                            for k in range(res["v"].shape[1])]))
-            analysis.measured["w_dip"] = Measured(float(np.min(res["w"]) / Y),
-                                                  "minimum over trials of min_t w, divided by Y")
+            ok = converged(res["loss"])
+            analysis.measured["default_fit"] = Measured(rel["default"], "normalised Eq. 49 loss per trial")
+            analysis.measured["plateau"] = Measured(
+                gated([plateau_fraction(t, res["u"][:, k, 0]) for k in range(K)], ok),
+                f"converged trials: {int(ok.sum())} of {K}")
+            analysis.measured["w_dip"] = Measured(np.min(res["w"], axis=0) / Y, "min_t w / Y per trial")
+        if HALF_STEP in results and "default" in results:
+            change = np.max(np.abs(rates[HALF_STEP] / rates["default"] - 1), axis=1)
+            analysis.measured["step_size"] = Measured(change, "largest relative change of (1/τ_h, 1/τ_y) per trial")
+        stacked = np.stack([rel[n] for n in config.architectures])  # (architectures, K)
+        analysis.measured["all_fit"] = Measured(
+            [np.median(np.nan_to_num(col, nan=np.inf)) for col in stacked.T], per_arch)
+        analysis.measured["fits_converged"] = Measured(np.mean(np.isfinite(stacked), axis=0),
+                                                       "; ".join(failures)[:2000])
         unconverged = [name for name, res in results.items() if np.max(res["loss"][-1]) > 1e-3]
-        finite = [m for m in medians.values() if np.isfinite(m)]
-        per_arch = ", ".join(f"{n}: {m:.3g}" for n, m in medians.items())
-        analysis.measured["all_fit"] = Measured(float(np.median(finite)) if finite else float("nan"), per_arch)
-        analysis.measured["fits_converged"] = Measured(n_ok / n_fits, "; ".join(failures))
         for chunk in range(0, len(panels), 4):
             names = list(panels)[chunk:chunk + 4]
             analysis.figures[f"fig2_trajectories_{chunk // 4 + 1}"] = trajectory_figure(
                 "Fig. 2: two-point dynamics, network (solid) vs fitted Eq. 7 (dashed)", {n: panels[n] for n in names},
                 Y)
         analysis.notes = (
-            f"Width {config.width}, {config.steps} full-batch GD steps with the Table-1 learning rate × "
-            f"(500/width) × {config.time_compression:g} (time axis in paper epochs = step × "
-            f"{config.time_compression:g}); read-out after hidden layer ⌈N/2⌉ (spec 000 §7.11). Relative fit loss = "
-            "Eq. 49 / Eq. 49 of a constant at the final state. Relative fit losses per architecture: " + per_arch + ". "
-            "Where the overlay is imperfect, the networks leave the plateau more abruptly than the fitted Eq. 7 "
-            "and, with learning rates scaled up for the reduced width, w shows short GD oscillations during the "
-            "transition (see the figures). Not converged (final loss > 1e-3, the fit then only covers the plateau "
-            "and early rise): " + (", ".join(unconverged) or "none") + ".")
+            f"Width {config.width} (narrow: 50; conv: 20 channels), {config.steps} full-batch GD steps with the "
+            f"Table-1 learning rate × (500/width) × {config.time_compression:g} (time axis in paper epochs = step × "
+            f"{config.time_compression:g}); read-out after hidden layer ⌈N/2⌉ (spec 000 §7.11). Fit loss = Eq. 49 "
+            "normalised per variable by the curve's own deviation from its final value. Median per architecture: "
+            + per_arch + ". Not converged (final loss > 1e-3 in some trial): " + (", ".join(unconverged) or "none")
+            + ".")
         return analysis

@@ -11,11 +11,13 @@ from matplotlib.figure import Figure
 
 from repdyn.data.xor import xor_data
 from repdyn.experiments.base import Analysis, Experiment, RunSpec
-from repdyn.experiments.claims import ClaimSpec, CloseTo, Measured, at_least, at_most
+from repdyn.experiments.claims import ClaimSpec, CloseTo, Control, Measured, at_least, at_most
 from repdyn.experiments.config import param
 from repdyn.experiments.effective_theory.common import (
     TABLE1,
+    converged,
     fit_member,
+    gated,
     readout_layer,
     scaled_lr,
     train_two_point,
@@ -24,7 +26,7 @@ from repdyn.experiments.effective_theory.multipoint import pairwise, pairwise_pr
 
 XOR_TABLE = {0.7: 0.015, 0.9: 0.015, 1.25: 0.002, 2.0: 3e-9}
 """Table 2 (top): deep (20 × 500 leaky ReLU) XOR gains -> learning rates; 0.9 is Table 1's "low initial weights"
-row, the small gain used at quick scale (at width 64 the gain-0.7 plateau outlasts any affordable run)."""
+row (not used by default: every scale runs the paper's 0.7)."""
 SHALLOW_GAIN, SHALLOW_LR = 0.0015, 0.03
 """Table 2: the 2-layer (1 hidden layer) XOR network."""
 SAME_PAIRS = ((0, 3), (1, 2))
@@ -37,21 +39,21 @@ class XorConfig:
     gains: tuple[float, ...] = param((0.7, 1.25, 2.0), choices=tuple(XOR_TABLE),
                                      help="deep-network gains, small to large (Table 2: 0.7, 1.25, 2.0)")
     depth: int = param(20, ge=2, help="hidden layers (Table 1: 20; smaller only for smoke tests)")
-    steps: int = param(1000, ge=10, help="GD steps of the deep networks")
-    shallow_steps: int = param(40000, ge=10, help="GD steps of the 1-hidden-layer network")
+    steps: int = param(1000, ge=0, help="GD steps of the deep networks (0: untrained)")
+    shallow_steps: int = param(40000, ge=0, help="GD steps of the 1-hidden-layer network")
     time_compression: float = param(1.0, gt=0, help="learning rate × this (deep and shallow)")
     shallow_time_compression: float = param(1.0, gt=0, help="extra learning-rate factor of the shallow network")
-    tau_steps: int = param(6000, ge=10, help="two-point default run used to fit τ_y/τ_h")
+    tau_steps: int = param(6000, ge=0, help="two-point default runs used to fit τ_y/τ_h")
+    trials: int = param(3, ge=1, help="independent networks per gain, shallow net and τ fit (one ensemble each; "
+                                      "the paper shows one)")
     optimizer: str = param("gd", choices=("gd", "adam"))
     adam_lr: float = param(1e-3, gt=0, help="learning rate of every network when optimizer = adam")
 
 
-SCALE_CONFIGS = {
-    "smoke": XorConfig(width=32, depth=4, steps=200, shallow_steps=200, time_compression=2.0, tau_steps=400),
-    "quick": XorConfig(width=64, gains=(0.9, 1.25, 2.0), steps=1500, shallow_steps=4000, time_compression=2.0,
-                       shallow_time_compression=3.0, tau_steps=2000),
-    "paper": XorConfig(),
-}
+XOR_UNTRAINED = Control("the untrained networks (steps = 0)", {"steps": 0, "shallow_steps": 0, "tau_steps": 0})
+XOR_TEXT = "The theory predicts that at small initial weights, representations of datapoints with the same target "
+FIG6 = ("The learned hidden representational pair-wise distances match the theory prediction at varying initial weight "
+        "scales for the default 20 layer network")
 
 
 def kept_fraction(initial: np.ndarray, final: np.ndarray) -> float:
@@ -72,24 +74,38 @@ class XorStructure(Experiment):
     paper = "000"
     source = "Fig. 6, Table 2, Eq. 10"
     Config = XorConfig
+    scales = {
+        "smoke": XorConfig(width=32, depth=4, steps=200, shallow_steps=200, time_compression=2.0, tau_steps=400),
+        "quick": XorConfig(width=64, steps=1500, shallow_steps=4000, time_compression=2.0,
+                           shallow_time_compression=3.0, tau_steps=2000),
+        "paper": XorConfig(),
+    }
     claims = (
-        ClaimSpec("merge_small", "Smallest gain (Table 2: 0.7): same-output pairs merge: largest same-pair final "
-                  "‖dh‖² / mean cross-pair final ‖dh‖²", "seed 000, Fig. 6", at_most(0.1), depends_on=("deep", "tau")),
-        ClaimSpec("keep_large", "Largest gain (2.0): no merging, the initial geometry is kept: smallest over the "
+        ClaimSpec("merge_small", "Smallest gain (Table 2: 0.7): same-output pairs merge: per converged trial, the "
+                  "largest same-pair final ‖dh‖² / mean cross-pair final ‖dh‖²", "seed 000, Fig. 6", at_most(0.1),
+                  depends_on=("deep", "tau"), quote=XOR_TEXT + "output will merge",
+                  band_reason="derived: Eq. 10 gives 0 for equal targets; a tenth allows for the finite training "
+                  "time", control=XOR_UNTRAINED, figure="fig6_xor"),
+        ClaimSpec("keep_large", "Largest gain (2.0): no merging: per converged trial, the smallest over the "
                   "same-output pairs of final / initial ‖dh‖²", "seed 000, Fig. 6", at_least(0.5),
-                  depends_on=("deep",)),
-        ClaimSpec("theory_small", "Pairwise Eq. 10 predicts the small-gain final distances: relative error "
-                  "‖measured − predicted‖ / ‖measured‖ over the 6 pairs", "seed 000, Fig. 6",
-                  at_most(0.3), depends_on=("deep", "tau")),
-        ClaimSpec("theory_large", "Pairwise Eq. 10 predicts the large-gain final distances (relative error)",
-                  "seed 000, Fig. 6", at_most(0.3), depends_on=("deep", "tau")),
-        ClaimSpec("shallow_control", "The 1-hidden-layer network merges only one of the two same-output pairs "
-                  "(number of same pairs with ratio < 0.1), which the theory does not predict",
-                  "seed 000, Fig. 6 right", CloseTo(1.0), depends_on=("shallow",)),
+                  depends_on=("deep",), quote="At large initial weights no such merging should occur.",
+                  band_reason="our choice: a same-output pair keeping at least half its initial distance has not "
+                  "merged", control=XOR_UNTRAINED),
+        ClaimSpec("theory_small", "Pairwise Eq. 10 predicts the small-gain final distances: per converged trial, "
+                  "‖measured − predicted‖ / ‖measured‖ over the 6 pairs", "seed 000, Fig. 6", at_most(0.3),
+                  depends_on=("deep", "tau"), quote=FIG6,
+                  band_reason="our choice: Fig. 6 shows agreement by eye; 30 % of the matrix norm",
+                  control=XOR_UNTRAINED),
+        ClaimSpec("theory_large", "Pairwise Eq. 10 predicts the large-gain final distances (relative error, "
+                  "converged trials)", "seed 000, Fig. 6", at_most(0.3), depends_on=("deep", "tau"), quote=FIG6,
+                  band_reason="as theory_small", control=XOR_UNTRAINED),
+        ClaimSpec("shallow_control", "The 1-hidden-layer network merges only one of the two same-output pairs: per "
+                  "converged trial, the number of same pairs with ratio < 0.1", "seed 000, Fig. 6 right",
+                  CloseTo(1.0), depends_on=("shallow",),
+                  quote="the theory fails to anticipate the merging of only one pair when the network is reduced "
+                  "to a two layer architecture", band_reason="read off Fig. 6 (right): exactly one pair merges",
+                  control=XOR_UNTRAINED),
     )
-
-    def config(self, scale: str) -> XorConfig:
-        return SCALE_CONFIGS[scale]
 
     def runs(self, config: XorConfig) -> list[RunSpec]:
         return [RunSpec("tau", {}), RunSpec("deep", {"gains": list(config.gains)}), RunSpec("shallow", {})]
@@ -102,64 +118,78 @@ class XorStructure(Experiment):
     def execute(self, config: XorConfig, run: RunSpec, seed: int, device: str) -> dict:
         x, y = (a.numpy() for a in xor_data())
         default = TABLE1["default"]
+        n = config.trials
         if run.label == "tau":
             return train_two_point(activation="leaky_relu", depth=config.depth, width=config.width,
-                                   gains=[default.gain],
-                                   lrs=[self._lr(config, default.lr)], seeds=[seed], steps=config.tau_steps,
-                                   record_every=5, dx=[0.5], dy=[1.0], optimizer=config.optimizer, device=device)
+                                   gains=[default.gain] * n, lrs=[self._lr(config, default.lr)] * n,
+                                   seeds=[seed + i for i in range(n)], steps=config.tau_steps, record_every=5,
+                                   dx=[0.5] * n, dy=[1.0] * n, optimizer=config.optimizer, device=device)
         if run.label == "deep":
-            gains = list(config.gains)
+            gains = [g for g in config.gains for _ in range(n)]
             return train_recording(x, y, x, activation="leaky_relu", depth=config.depth, width=config.width,
                                    gains=gains,
                                    lrs=[self._lr(config, XOR_TABLE[g]) for g in gains],
                                    seeds=[seed + i for i in range(len(gains))], steps=config.steps,
                                    layer=readout_layer(config.depth), optimizer=config.optimizer, device=device)
-        return train_recording(x, y, x, activation="leaky_relu", depth=1, width=config.width, gains=[SHALLOW_GAIN],
-                               lrs=[self._lr(config, SHALLOW_LR, config.shallow_time_compression)], seeds=[seed],
+        return train_recording(x, y, x, activation="leaky_relu", depth=1, width=config.width,
+                               gains=[SHALLOW_GAIN] * n,
+                               lrs=[self._lr(config, SHALLOW_LR, config.shallow_time_compression)] * n,
+                               seeds=[seed + i for i in range(n)],
                                steps=config.shallow_steps, layer="layer0", optimizer=config.optimizer, device=device)
 
     def analyse(self, config: XorConfig, results: Mapping[str, dict]) -> Analysis:
         x, y = (a.numpy() for a in xor_data())
         analysis = Analysis()
+        n = config.trials
         tau = results["tau"]
-        fit = fit_member(tau["steps"], tau["u"][:, 0, 0], tau["v"][:, 0], tau["w"][:, 0], 0.25, 1.0)
-        if fit.fit is None:
-            analysis.notes = f"the τ fit on the two-point default run failed: {fit.error}"
-            tau_ratio = float("nan")
-        else:
-            tau_ratio = fit.fit.tau_ratio
+        t_tau = tau["steps"] * (1.0 if config.optimizer == "adam" else config.time_compression)
+        fits = [fit_member(t_tau, tau["u"][:, k, 0], tau["v"][:, k], tau["w"][:, k], 0.25, 1.0) for k in range(n)]
+        rates = [(f.fit.rate_h, f.fit.rate_y) for f in fits if f.fit is not None]
+        # Average 1/τ over the fitted runs, then take the ratio (as App. B.1 does for Fig. 5).
+        tau_ratio = float(np.mean([r[0] for r in rates]) / np.mean([r[1] for r in rates])) if rates else float("nan")
         deep, shallow = results["deep"], results["shallow"]
         initial, measured = pairwise(deep["hidden"][0]), pairwise(deep["hidden"][-1])  # (K, 4, 4)
         predicted = pairwise_prediction(deep["hidden"][0], deep["outputs"][0], x, y, tau_ratio)
+        ok = converged(deep["loss"])
         gains = list(config.gains)
+        values = {name: [] for name in ("merge_small", "keep_large", "theory_small", "theory_large")}
         fig = Figure(figsize=(10.0, 5.0))
         axes = fig.subplots(2, len(gains) + 1)
-        for k, gain in enumerate(gains):
-            same, cross = merge_ratios(measured[k])
-            err = float(np.linalg.norm(measured[k] - predicted[k]) / np.linalg.norm(measured[k]))
-            analysis.metrics.append({"network": f"deep gain {gain:g}", "same_pair_ratio_max": same.max() / cross,
-                                     "same_pair_ratio_min": same.min() / cross, "theory_relative_error": err,
-                                     "same_pair_kept": kept_fraction(initial[k], measured[k]),
-                                     "final_loss": deep["loss"][-1, k], "tau_y/tau_h": tau_ratio})
-            if gain == gains[0]:
-                analysis.measured["merge_small"] = Measured(float(same.max() / cross),
-                                                            f"final loss {deep['loss'][-1, k]:.2g}")
-                analysis.measured["theory_small"] = err
-            if gain == gains[-1]:
-                analysis.measured["keep_large"] = Measured(kept_fraction(initial[k], measured[k]),
-                                                           f"final loss {deep['loss'][-1, k]:.2g}")
-                analysis.measured["theory_large"] = err
-            for row, (matrix, label) in enumerate(((measured[k], "network"), (predicted[k], "Eq. 10"))):
-                axes[row, k].imshow(matrix, cmap="viridis")
-                axes[row, k].set_title(f"gain {gain:g}: {label}", fontsize=8)
-        shallow_final = pairwise(shallow["hidden"][-1])[0]
-        same, cross = merge_ratios(shallow_final)
-        analysis.measured["shallow_control"] = Measured(float(np.sum(same / cross < 0.1)),
-                                                        f"same-pair ratios {np.round(same / cross, 3).tolist()}")
-        analysis.metrics.append({"network": "1 hidden layer", "same_pair_ratio_max": same.max() / cross,
-                                 "same_pair_ratio_min": same.min() / cross, "final_loss": shallow["loss"][-1, 0]})
+        for g, gain in enumerate(gains):
+            for k in range(n):
+                j = g * n + k
+                same, cross = merge_ratios(measured[j])
+                err = float(np.linalg.norm(measured[j] - predicted[j]) / np.linalg.norm(measured[j]))
+                kept = kept_fraction(initial[j], measured[j])
+                analysis.metrics.append({"network": f"deep gain {gain:g}", "trial": k,
+                                         "same_pair_ratio_max": same.max() / cross,
+                                         "same_pair_ratio_min": same.min() / cross, "theory_relative_error": err,
+                                         "same_pair_kept": kept, "final_loss": deep["loss"][-1, j],
+                                         "tau_y/tau_h": tau_ratio})
+                if g == 0:
+                    values["merge_small"] += gated([same.max() / cross], ok[j:j + 1])
+                    values["theory_small"] += gated([err], ok[j:j + 1])
+                if g == len(gains) - 1:
+                    values["keep_large"] += gated([kept], ok[j:j + 1])
+                    values["theory_large"] += gated([err], ok[j:j + 1])
+            for row, (matrix, label) in enumerate(((measured[g * n], "network"), (predicted[g * n], "Eq. 10"))):
+                axes[row, g].imshow(matrix, cmap="viridis")
+                axes[row, g].set_title(f"gain {gain:g}: {label}", fontsize=8)
+        conv = f"converged deep trials (final loss < 1e-3): {int(ok.sum())} of {ok.size}"
+        for name, vals in values.items():
+            analysis.measured[name] = Measured(vals, conv)
+        shallow_final = pairwise(shallow["hidden"][-1])
+        shallow_ok = converged(shallow["loss"])
+        merged, ratios = [], []
+        for k in range(n):
+            same, cross = merge_ratios(shallow_final[k])
+            ratios.append(np.round(same / cross, 3).tolist())
+            merged += gated([np.sum(same / cross < 0.1)], shallow_ok[k:k + 1])
+            analysis.metrics.append({"network": "1 hidden layer", "trial": k, "same_pair_ratio_max": same.max() / cross,
+                                     "same_pair_ratio_min": same.min() / cross, "final_loss": shallow["loss"][-1, k]})
+        analysis.measured["shallow_control"] = Measured(merged, f"same-pair ratios per trial {ratios}")
         shallow_pred = pairwise_prediction(shallow["hidden"][0], shallow["outputs"][0], x, y, tau_ratio)[0]
-        for row, (matrix, label) in enumerate(((shallow_final, "network"), (shallow_pred, "Eq. 10"))):
+        for row, (matrix, label) in enumerate(((shallow_final[0], "network"), (shallow_pred, "Eq. 10"))):
             axes[row, -1].imshow(matrix, cmap="viridis")
             axes[row, -1].set_title(f"1 hidden layer: {label}", fontsize=8)
         for ax in axes.ravel():
@@ -169,10 +199,8 @@ class XorStructure(Experiment):
                      f"(τ_y/τ_h = {tau_ratio:.3g}, {config.optimizer})", fontsize=9)
         fig.tight_layout()
         analysis.figures["fig6_xor"] = fig
-        small_cross = np.mean([measured[0][i, j] for i, j in CROSS_PAIRS])
-        small_pred = np.mean([predicted[0][i, j] for i, j in CROSS_PAIRS])
-        analysis.notes = (f"{analysis.notes} Width {config.width}; deep runs {config.steps} steps, shallow "
-                          f"{config.shallow_steps}; optimizer {config.optimizer}. τ_y/τ_h from a two-point default "
-                          f"run: {tau_ratio:.3g}. Smallest gain: mean cross-pair final ‖dh‖² {small_cross:.3g} vs "
-                          f"Eq. 10 {small_pred:.3g} (≈ sqrt(τ_y/τ_h) at small init).").strip()
+        failed = [f.error for f in fits if f.fit is None]
+        analysis.notes = (f"Width {config.width}; deep runs {config.steps} steps, shallow {config.shallow_steps}; "
+                          f"optimizer {config.optimizer}; {conv}. τ_y/τ_h = {tau_ratio:.3g}, from the averaged "
+                          f"rates of {len(rates)} of {n} two-point default runs. " + " ".join(failed[:3]))
         return analysis
