@@ -210,6 +210,7 @@ def train_full_batch_gd(nets: ShallowReLUBatch, x: np.ndarray, y: np.ndarray, *,
     steps = torch.zeros(n_nets, dtype=torch.int64, device=device)
     time = torch.zeros(n_nets, dtype=torch.float64, device=device)
     lam_max = torch.linalg.eigvalsh(ntk_initial)[:, -1]
+    q90 = max(1, int(np.ceil(0.9 * nets.a.shape[1])))  # the 90th-percentile neuron (k-th smallest of M)
 
     loss_steps, losses, track_steps, trajectory, snapshots = [], [], [], [], {}
     previous = None
@@ -242,7 +243,7 @@ def train_full_batch_gd(nets: ShallowReLUBatch, x: np.ndarray, y: np.ndarray, *,
         if max_move is not None:
             speed = torch.sqrt(tab * (ga**2 + gb**2) + tc * gc**2) / torch.sqrt(nets.a**2 + nets.b**2 + nets.c**2
                                                                                ).clamp_min(1e-300)
-            lr = torch.minimum(lr, max_move / torch.quantile(speed, 0.9, dim=-1).clamp_min(1e-300))
+            lr = torch.minimum(lr, max_move / torch.kthvalue(speed, q90, dim=-1).values.clamp_min(1e-300))
         nets.a -= lr[:, None] * tab * ga
         nets.b -= lr[:, None] * tab * gb
         nets.c -= lr[:, None] * tc * gc
