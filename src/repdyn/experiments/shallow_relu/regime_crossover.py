@@ -42,7 +42,8 @@ class CrossoverConfig:
     ratios: tuple[float, ...] = param((-100.0, -10.0, -1.0, 0.0, 1.0, 10.0, 100.0),
                                       help="finite λ = δ/r̄ (I4); δ = ±∞ (I5) are always added")
     c_scale: float = param(1.0, gt=0, help="c⁰ = (c_scale/√m) U(−1, 1) (1 = the mean-field radius)")
-    seeds: int = param(3, ge=1, help="independent initialisations, one run each (plus its half-step twin)")
+    seeds: int = param(5, ge=1, help="independent initialisations, one run each")
+    twin_seeds: int = param(3, ge=0, help="the first this many seeds are rerun at η/2 for twice the steps")
     max_steps: int = param(10_000, ge=0, help="GD steps at η (twice as many at η/2), the paper's 10000 epochs; "
                                               "0: the untrained control")
     lr_fraction: float = param(0.5, gt=0, lt=2, help="η = lr_fraction/λ_max(Θ)")
@@ -125,15 +126,16 @@ class RegimeCrossover(Experiment):
                               "control)",
                   control=UNTRAINED, figure="regime_curve"),
         ClaimSpec("step_size_independent",
-                  "halving η (and doubling the steps: the same gradient-flow time) changes D by at most this much: "
-                  "per seed the largest |D(η) − D(η/2)| over the nine levels",
-                  "seed 001, §2.1 (Eq. 2: the analysis is of the gradient flow)", at_most(0.05),
+                  "halving η (and doubling the steps: the same gradient-flow time) changes D and K_ε by less than "
+                  "their seed spread: per twin seed the largest |Δ| / (max − min over seeds) over the nine levels "
+                  "and both measures",
+                  "seed 001, §2.1 (Eq. 2: the analysis is of the gradient flow)", at_most(1.0),
                   quote="As $\\eta \\rightarrow 0$, this scheme may be analysed through its continuous-time "
                         "counterpart, the gradient flow",
-                  band_reason="our choice: below the seed-to-seed spread of D at one λ (≈ 0.05-0.1), so the "
-                              "integrator is not what separates the runs",
-                  control=Control("a coarse step: η = 1.9/λ_max with no cap on neuron moves, 2000 steps",
-                                  {"lr_fraction": 1.9, "max_move": 1e9, "max_steps": 2000}),
+                  band_reason="issue 16's criterion: the integrator must separate runs less than the seeds do "
+                              "(ratio < 1)",
+                  no_control="a check that our integrator follows the gradient flow the paper analyses, not a "
+                             "result of the paper; a coarse-step control at the same flow time costs as much again",
                   figure="regime_curve"),
         ClaimSpec("delta_conserved",
                   "Lemma 3 under GD: δ_i changes by η²(g_c² − g_a² − g_b²) per step, so at a fixed gradient-flow "
@@ -150,12 +152,7 @@ class RegimeCrossover(Experiment):
 
     def runs(self, config: CrossoverConfig) -> list[RunSpec]:
         return [RunSpec(f"seed={k}{half}", {"seed_index": k, "half": bool(half)}, seed_group=f"seed={k}")
-                for k in range(config.seeds) for half in ("", ":half")]
-
-    def prepare(self, config: CrossoverConfig) -> None:
-        if config.width % 2 or config.kernel_width % 2:
-            raise ConfigError(f"width={config.width} and kernel_width={config.kernel_width} must be even "
-                              "(antisymmetric pairing, f_0 ≡ 0)")
+                for k in range(config.seeds) for half in ("", ":half") if not half or k < config.twin_seeds]
 
     def execute(self, config: CrossoverConfig, run: RunSpec, seed: int, device: str) -> RunResult:
         x, y = univariate_samples(config.dataset)
@@ -190,6 +187,13 @@ class RegimeCrossover(Experiment):
             dead_negative=dead_fraction(x, a, b, c))
         return out
 
+    def prepare(self, config: CrossoverConfig) -> None:
+        if config.width % 2 or config.kernel_width % 2:
+            raise ConfigError(f"width={config.width} and kernel_width={config.kernel_width} must be even "
+                              "(antisymmetric pairing, f_0 ≡ 0)")
+        if config.twin_seeds > config.seeds:
+            raise ConfigError(f"twin_seeds={config.twin_seeds} exceeds seeds={config.seeds}")
+
     def analyse(self, config: CrossoverConfig, results: Mapping[str, RunResult]) -> Analysis:
         x, _ = univariate_samples(config.dataset)
         runs = [results[f"seed={k}"] for k in range(config.seeds) if f"seed={k}" in results]
@@ -210,10 +214,13 @@ class RegimeCrossover(Experiment):
         mean = {k: v.mean(0) for k, v in stat.items()}
         table = ", ".join(f"λ={lab}: D={d:.2f} K={k:.2f} rms/sep={f:.2g}" for lab, d, k, f in
                           zip(labels, curves.mean(0), mean["K"], mean["fit"]))
-        half_gap = [float(np.max(np.abs(curve(r) - curve(h)))) if h is not None else float("nan")
-                    for r, h in zip(runs, halves)]
-        drift = [float(np.log2(r["delta_drift"] / h["delta_drift"])) if h is not None and h["delta_drift"] > 0
-                 else float("nan") for r, h in zip(runs, halves)]
+        spread_d = np.maximum(np.ptp(curves, axis=0), 1e-3)
+        spread_k = np.maximum(np.ptp(stat["K"], axis=0), 1e-3)
+        twins = [(r, h) for r, h in zip(runs, halves) if h is not None]
+        half_gap = [float(max(np.max(np.abs(curve(r) - curve(h)) / spread_d),
+                              np.max(np.abs(np.asarray(r["K"]) - h["K"]) / spread_k))) for r, h in twins]
+        drift = [float(np.log2(r["delta_drift"] / h["delta_drift"])) if h["delta_drift"] > 0 else float("nan")
+                 for r, h in twins]
         per_seed = lambda key, i: ", ".join(f"{r[key][i]:.2f}" for r in runs)  # noqa: E731
         measured = {
             "crossover_monotone": Measured(rho, table),
@@ -227,11 +234,13 @@ class RegimeCrossover(Experiment):
             "adaptive_knots_at_samples": Measured(stat["K"][:, -1], f"uniform baseline "
                                                   f"{sr.knot_clustering_baseline(x):.2f}; K at δ = −∞: "
                                                   f"{per_seed('K', 0)}"),
-            "step_size_independent": Measured(half_gap, "seed spread (max − min) of D per level: " + ", ".join(
-                f"{lab}: {s:.2f}" for lab, s in zip(labels, np.ptp(curves, axis=0)))),
+            "step_size_independent": Measured(half_gap, "largest |D(η) − D(η/2)| per twin: " + ", ".join(
+                f"{np.max(np.abs(curve(r) - curve(h))):.3f}" for r, h in twins) + "; seed spread of D per level: "
+                + ", ".join(f"{lab}: {s:.2f}" for lab, s in zip(labels, spread_d)) + "; of K_ε: "
+                + ", ".join(f"{lab}: {s:.2f}" for lab, s in zip(labels, spread_k))),
             "delta_conserved": Measured(drift, "largest relative δ drift at η: " + ", ".join(
-                f"{r['delta_drift']:.2g}" for r in runs) + "; at η/2: " + ", ".join(
-                f"{h['delta_drift']:.2g}" for h in halves if h is not None)),
+                f"{r['delta_drift']:.2g}" for r, _ in twins) + "; at η/2: " + ", ".join(
+                f"{h['delta_drift']:.2g}" for _, h in twins)),
         }
         metrics = [{"seed": k, "lambda": labels[i], "D": float(curves[k, i]), "beta": float(stat["beta"][k, i]),
                     "K_eps": float(stat["K"][k, i]), "kernel_change": float(stat["kernel_change"][k, i]),
