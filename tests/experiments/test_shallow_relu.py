@@ -57,7 +57,7 @@ def test_step_cap_bounds_the_relative_neuron_move():
     train_full_batch_gd(batch, x, y, max_steps=1, lr_fraction=1.0, tol=0.0, max_move=0.01)
     a1, b1, c1 = (p[0] for p in batch.params())
     move = np.sqrt((a1 - a)**2 + (b1 - b)**2 + (c1 - c)**2) / np.sqrt(a**2 + b**2 + c**2)
-    assert np.quantile(move, 0.9) <= 0.01 * (1 + 1e-9)
+    assert np.sort(move)[int(np.ceil(0.9 * move.size)) - 1] <= 0.01 * (1 + 1e-9)  # the 90th-percentile neuron
 
 
 @pytest.mark.parametrize("name", ["kernel_terms", "kernel_spline"])

@@ -37,7 +37,7 @@ class InitScaleConfig:
     fig7_seeds: int = param(3, ge=1, help="independent initialisations (one batch)")
     fig8_dataset: str = param("SIN20", choices=UNIVARIATE_SETS, help="App. D: 20 samples from a sine wave")
     fig8_widths: tuple[int, ...] = param((20, 200, 2000), ge=1, help="App. D: 20, 200 and 2000 neurons")
-    fig8_seeds: int = param(6, ge=1, help="independent initialisations per width (one batch)")
+    fig8_seeds: int = param(12, ge=1, help="independent initialisations per width (one batch)")
     fig8_steps: int = param(10_000, ge=0, help="GD steps (0: the untrained control)")
     lr_fraction: float = param(0.05, gt=0, lt=2, help="η = lr_fraction/λ_max(Θ)")
     max_move: float = param(0.01, gt=0, help="cap on the 90th-percentile relative neuron move per step")

@@ -34,7 +34,7 @@ class KernelTermsConfig:
     width: int = param(25_000, ge=1, help="Monte Carlo neurons (the paper's m = 25000)")
     points: int = param(401, ge=3, help="x' on [−2, 2]")
     anchor: float = param(0.5, help="the fixed x of the slice (the paper's x = 0.5)")
-    seeds: int = param(8, ge=1, help="independent Monte Carlo draws, one run each")
+    seeds: int = param(20, ge=1, help="independent Monte Carlo draws, one run each")
 
 
 SLICE_QUOTE = ("1D slice of the plot of the different terms of the tangent kernel … for $x = 0.5$ with a network "
