@@ -124,8 +124,8 @@ class RegimeCrossover(Experiment):
                       measured="D = 0.556 [0.542, 0.557] (5 seeds), K_ε = 0.85; the fit residual is 3.8-5.1 × "
                                "RMS(S_cub − S_lin) and 39-49 % of the c < 0 neurons end dead",
                       ruled_out="the step size (the η/2 twins at the same flow time move D by ≤ 0.04); twice the "
-                                "flow time at η = 0.5/λ_max (D = 0.53-0.60); σ_c = 1 instead of 1/√m (D = 0.57, one seed); "
-                                "the target (SIN10: D ≈ 0.50 when fitted, audit; SQ10 stalls at L/L0 = 0.60 under "
+                                "flow time at η = 0.5/λ_max (D = 0.53-0.60); σ_c = 1 instead of 1/√m (D = 0.57, one "
+                                "seed); the target (SIN10: D ≈ 0.50 when fitted, audit; SQ10 stalls at L/L0 = 0.60 under "
                                 "gradient flow itself). Not ruled out: training to full convergence at m = 1000",
                       doc="docs/reproduction/001.md#adaptive-end")),
         ClaimSpec("adaptive_knots_at_samples",
