@@ -125,8 +125,8 @@ class RegimeCrossover(Experiment):
                                "RMS(S_cub − S_lin) and 39-49 % of the c < 0 neurons end dead",
                       ruled_out="the step size (the η/2 twins at the same flow time move D by ≤ 0.04); twice the "
                                 "flow time at η = 0.5/λ_max (D = 0.53-0.60); σ_c = 1 instead of 1/√m (D = 0.57, one "
-                                "seed); the target (SIN10: D ≈ 0.50 when fitted, audit; SQ10 stalls at L/L0 = 0.60 under "
-                                "gradient flow itself). Not ruled out: training to full convergence at m = 1000",
+                                "seed); the target (SIN10: D ≈ 0.50 when fitted, audit; SQ10 stalls at L/L0 = 0.60 "
+                                "under gradient flow itself). Not ruled out: training to full convergence at m = 1000",
                       doc="docs/reproduction/001.md#adaptive-end")),
         ClaimSpec("adaptive_knots_at_samples",
                   "δ = +∞: slope-jump mass of the knots within ε = h/10 of a sample, K_ε, per seed",
