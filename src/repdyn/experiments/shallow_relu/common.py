@@ -17,8 +17,6 @@ ASYMPTOTIC_WIDTHS_PER_SAMPLE = 100
 """H2 fits the Monte-Carlo rate of d_RF over widths m ≥ this many neurons per sample: the 1/√m rate (seed 001
 §3.1, central-limit fluctuations) is a large-m statement, and below ~100 neurons per sample the SQ10 interpolant
 error is not a small perturbation of S_RF (d_RF(100) ≈ 0.28, local slope ≈ −1 between m = 100 and 300)."""
-FIT_LOSS = 1e-2
-"""A run counts as a fit of the data when its final loss is at most this fraction of the initial loss."""
 NUMBER = "001"
 
 
