@@ -178,12 +178,15 @@ class GDResult:
 def train_full_batch_gd(nets: ShallowReLUBatch, x: np.ndarray, y: np.ndarray, *, max_steps: int,
                         lr_fraction: float = 0.5, lr_every: int = 100, tol: float = 1e-8,
                         record_every: int = 100, track: np.ndarray | None = None, track_every: int = 20,
-                        snapshot_steps: Sequence[int] = ()) -> GDResult:
+                        snapshot_steps: Sequence[int] = (), max_move: float | None = None) -> GDResult:
     """Full-batch GD on L = ½ Σ_j ρ_j² for every network at once (spec 001 §3.3; updates ``nets`` in place).
 
     Step size η_t = lr_fraction / λ_max(Θ_t) per network, recomputed every ``lr_every`` steps (P3); a network
     whose loss rises by more than 1% in one step has its lr_fraction halved for the rest of the run. A network
     stops when L ≤ tol · max(L_0, ½‖y‖²); the loop ends when all have stopped or after ``max_steps``.
+    ``max_move`` (optional) also caps each step so that the 90th percentile over neurons of the relative move
+    ‖Δz_i‖/‖z_i‖ of z_i = (a_i, b_i, c_i) is at most ``max_move``: the λ_max rule alone bounds the function-space
+    step, not the motion of small neurons, which early in training can jump by more than their own norm.
     Raises :class:`repdyn.nn.Diverged` when a loss becomes NaN/inf.
     """
     if max_steps < 0 or lr_every < 1 or record_every < 1 or track_every < 1:
@@ -207,6 +210,7 @@ def train_full_batch_gd(nets: ShallowReLUBatch, x: np.ndarray, y: np.ndarray, *,
     steps = torch.zeros(n_nets, dtype=torch.int64, device=device)
     time = torch.zeros(n_nets, dtype=torch.float64, device=device)
     lam_max = torch.linalg.eigvalsh(ntk_initial)[:, -1]
+    q90 = max(1, int(np.ceil(0.9 * nets.a.shape[1])))  # the 90th-percentile neuron (k-th smallest of M)
 
     loss_steps, losses, track_steps, trajectory, snapshots = [], [], [], [], {}
     previous = None
@@ -236,6 +240,10 @@ def train_full_batch_gd(nets: ShallowReLUBatch, x: np.ndarray, y: np.ndarray, *,
         if step % lr_every == 0 and step > 0:
             lam_max = torch.linalg.eigvalsh(nets.tangent_kernel(xt))[:, -1]
         lr = torch.where(active & (lam_max > 0), fraction / lam_max, torch.zeros_like(lam_max))
+        if max_move is not None:
+            speed = torch.sqrt(tab * (ga**2 + gb**2) + tc * gc**2) / torch.sqrt(nets.a**2 + nets.b**2 + nets.c**2
+                                                                               ).clamp_min(1e-300)
+            lr = torch.minimum(lr, max_move / torch.kthvalue(speed, q90, dim=-1).values.clamp_min(1e-300))
         nets.a -= lr[:, None] * tab * ga
         nets.b -= lr[:, None] * tab * gb
         nets.c -= lr[:, None] * tc * gc
