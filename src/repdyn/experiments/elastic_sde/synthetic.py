@@ -361,8 +361,8 @@ class SyntheticChecks(Experiment):
         m: dict[str, Measured | float | bool] = {
             "sa_separable_alpha_gt_beta": Measured(col(a, "euler_pos")),
             "sa_separable_both_positive": Measured(col(a, "euler_both_pos")),
-            "sa_intermixed_alpha_eq_beta": Measured(col(a, "euler_zero"),
-                                                    f"2/C(2n,n) = {es.intermixed_separation_probability(config.sa_n):.4f}"),
+            "sa_intermixed_alpha_eq_beta": Measured(
+                col(a, "euler_zero"), f"2/C(2n,n) = {es.intermixed_separation_probability(config.sa_n):.4f}"),
             "sa_alpha_lt_beta_empirical": Measured(col(a, "euler_neg")),
             "sa_alpha_lt_beta_deterministic": Measured(col(a, "euler_neg_deterministic")),
             "sa_large_n": Measured(col(a, "exact_pos_large")),
@@ -392,12 +392,13 @@ class SyntheticChecks(Experiment):
             rates.append(-np.polyfit(r["times"][late], np.log(np.median(r["deviation_etf"][late], axis=1)), 1)[0])
         m["se_etf_rate"] = Measured(rates)
         m["se_negative_control"] = Measured([float(np.median(r["deviation_control"][-1])) for r in e])
-        metrics = [{"check": "S-A", "seed": i, "setting": k, "value": v} for i, r in enumerate(a) for k, v in r.items()]
-        metrics += [{"check": "S-B", "seed": i, "setting": k, "value": v} for i, r in enumerate(b) for k, v in r.items()]
+        metrics = [{"check": check, "seed": i, "setting": k, "value": v}
+                   for check, runs in (("S-A", a), ("S-B", b)) for i, r in enumerate(runs) for k, v in r.items()]
         notes = (f"{config.seeds} seeds; S-A/S-B use the Euler–Maruyama simulator (dt = 1) and exact sampling of the "
                  f"l-model (spec 004 §2.4 decomposition). S-D with generic initial values (κ_1 ≠ 0): Â bias at the "
                  f"end {float(d['A_hat_generic'][-1] - d['A_true'][-1]):.3f} (only asymptotic recovery, spec 004 "
-                 f"§2.10.2).{' MIRRORED control: every setting on the other side of the boundary.' if config.mirrored else ''}")
+                 f"§2.10.2)." + (" MIRRORED control: every setting on the other side of the boundary."
+                                 if config.mirrored else ""))
         return Analysis(measured=m, figures={"synthetic_checks": self._figure(a, b, d, e, law)}, metrics=metrics,
                         notes=notes)
 
