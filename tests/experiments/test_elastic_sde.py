@@ -7,6 +7,7 @@ import pickle
 import numpy as np
 import pytest
 
+from repdyn.data.geomnist import geomnist
 from repdyn.experiments.config import ConfigError, apply_overrides
 from repdyn.experiments.elastic_sde import EXPERIMENTS
 from repdyn.experiments.elastic_sde.common import train_log
@@ -38,13 +39,11 @@ def test_closed_forms_and_round_trip_are_exact():
 
 
 def test_training_is_deterministic_and_the_untrained_log_shares_the_draws():
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((12, 1, 28, 28)).astype(np.float32)
-    y = np.arange(12) % 3
+    x, y, xv, yv = geomnist(4, 2, np.random.default_rng(0))
     kw = dict(n_trials=2, steps=20, lr=0.005, val_every=10, dtype="float32", seed=7, device="cpu")
-    first, again = train_log(x, y, x, y, **kw), train_log(x, y, x, y, **kw)
+    first, again = train_log(x, y, xv, yv, **kw), train_log(x, y, xv, yv, **kw)
     np.testing.assert_array_equal(first["logits"], again["logits"])
-    untrained = train_log(x, y, x, y, untrained=True, **kw)
+    untrained = train_log(x, y, xv, yv, untrained=True, **kw)
     np.testing.assert_array_equal(untrained["label"], first["label"])
     np.testing.assert_allclose(untrained["logits"][:, 0], first["logits"][:, 0], rtol=1e-5)
     assert untrained["val_loss"].shape == first["val_loss"].shape
