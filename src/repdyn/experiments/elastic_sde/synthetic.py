@@ -52,7 +52,7 @@ class SyntheticConfig:
 SCALES = {
     "smoke": SyntheticConfig(seeds=3, sa_runs=300, sa_n_large=10, sa_t=1000.0, edge_law_draws=5000, sb_runs=6,
                              sb_n=30, se_draws=100),
-    "quick": SyntheticConfig(sa_t=2000.0, edge_law_draws=100_000),
+    "quick": SyntheticConfig(sa_t=1000.0, edge_law_draws=100_000, sb_runs=30),
     "paper": SyntheticConfig(),
 }
 
