@@ -41,7 +41,11 @@ from repdyn.probes.collapse import neural_collapse
 from repdyn.probes.kernel_pca import kernel_pca
 from repdyn.theory.effective_theory import FitError, fit_rates, fixed_point_distance
 from repdyn.theory.elastic_sde import margin_alignment, pairwise_separable, separation_rate
-from repdyn.theory.elasticity_estimators import class_mean_logits, integrated_strengths_isotropic
+from repdyn.theory.elasticity_estimators import (
+    class_mean_logits,
+    integrated_strengths_isotropic,
+    strengths_from_integrated,
+)
 
 if TYPE_CHECKING:
     import pandas
@@ -363,7 +367,8 @@ def elasticity(recording: Recording) -> Section:
                              np.transpose(outputs, (1, 0, 2)), classes)
     a_hat, b_hat = integrated_strengths_isotropic(xbar)
     times = steps.astype(float)
-    alpha, beta = (np.gradient(s, times) if len(times) > 2 else np.full_like(s, np.nan) for s in (a_hat, b_hat))
+    alpha, beta = (strengths_from_integrated(s, 3, times) if len(times) > 2 else np.full_like(s, np.nan)
+                   for s in (a_hat, b_hat))
     gamma = separation_rate(alpha, beta, classes)
     rows = []
     nc1 = []

@@ -116,9 +116,15 @@ def odd_window(window: int, length: int, polyorder: int = 2) -> int:
     return w
 
 
-def strengths_from_integrated(integrated: np.ndarray, window: int) -> np.ndarray:
-    """α̂ (or β̂) as the Savitzky–Golay first derivative of Â (or B̂): polyorder 2, delta 1 iteration, mode
-    'interp' (code defaults; spec 004 §2.10.3). NaN entries are interpolated first."""
+def strengths_from_integrated(integrated: np.ndarray, window: int, times: np.ndarray | None = None) -> np.ndarray:
+    """α̂ (or β̂) as the Savitzky–Golay first derivative of Â (or B̂): at every point, the slope of a least-squares
+    quadratic through the ``window`` nearest points (polyorder 2, mode 'interp' at the edges: the edge windows'
+    quadratics; spec 004 §2.10.3, the code's defaults). The one estimator of α̂, β̂ in repdyn.
+
+    ``times``: the iterations of the entries (default 0, 1, 2, …: ``scipy.signal.savgol_filter`` with delta 1).
+    Non-uniform times (a monitor's log-spaced recordings) use the same local quadratic fit on those times; with
+    window 3 its interior values are the second-order finite differences of ``numpy.gradient``. NaN entries are
+    interpolated first."""
     series = np.asarray(integrated, dtype=float)
     if np.isnan(series).any():
         ok = ~np.isnan(series)
@@ -126,7 +132,20 @@ def strengths_from_integrated(integrated: np.ndarray, window: int) -> np.ndarray
             raise ValueError("integrated strength is NaN everywhere")
         idx = np.arange(series.size)
         series = np.interp(idx, idx[ok], series[ok])
-    return savgol_filter(series, window_length=odd_window(window, series.size), polyorder=2, deriv=1)
+    w = odd_window(window, series.size)
+    if times is None:
+        return savgol_filter(series, window_length=w, polyorder=2, deriv=1)
+    t = np.asarray(times, dtype=float)
+    if t.shape != series.shape or np.any(np.diff(t) <= 0):
+        raise ValueError(f"times must be increasing and match the series ({series.shape}), got {t.shape}")
+    out = np.empty_like(series)
+    half = w // 2
+    for i in range(series.size):
+        lo = min(max(i - half, 0), series.size - w)
+        tt = t[lo:lo + w] - t[i]
+        c = np.polyfit(tt, series[lo:lo + w], 2)
+        out[i] = c[1]                                                   # d/dt of c0 t² + c1 t + c2 at t = t_i
+    return out
 
 
 def tail_index(integrated: np.ndarray, tail_n: int = 1000) -> float:

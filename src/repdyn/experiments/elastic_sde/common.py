@@ -1,0 +1,192 @@
+"""Shared pieces of the seed-004 experiments: batch-1 SGD logs of LeNet ensembles, the estimates of spec 004 §3.7
+(class-mean logits, Â/B̂ of the l- and L-model, α̂/β̂ by the one estimator in ``theory.elasticity_estimators``) and
+the figures built from them."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from matplotlib.figure import Figure
+
+from repdyn.experiments.base import RunResult
+from repdyn.nn.lenet import lenet_ensemble, train_batch1_sgd
+from repdyn.theory import elasticity_estimators as ee
+
+NUMBER = "004"
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+LN3 = math.log(3.0)
+
+def train_log(x_train: np.ndarray, y_train: np.ndarray, x_val: np.ndarray, y_val: np.ndarray, *, n_trials: int,
+               steps: int, lr: float, val_every: int, dtype: str, seed: int, device: str,
+              untrained: bool = False) -> RunResult:
+    """n_trials LeNets trained together by batch-1 SGD; the log of spec 004 §3.5 as arrays."""
+    tdtype = DTYPES[dtype]
+    gen = torch.Generator().manual_seed(seed)
+    K = int(max(y_train.max(), y_val.max())) + 1
+    model = lenet_ensemble(n_trials, x_train.shape[1], K, gen, dtype=tdtype, device=device)
+
+    def tensor(a: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(a, dtype=tdtype if a.dtype.kind == "f" else torch.long, device=device)
+
+    # Batch-1 steps are many tiny kernels: intra-op threads only add synchronisation (and spin badly on a busy
+    # machine, 30× slower measured), so the loop runs single-threaded; parallelism comes from separate runs.
+    if untrained:
+        return _untrained_log(model, tensor(x_train), tensor(y_train), tensor(x_val), tensor(y_val), steps=steps,
+                              val_every=val_every, generator=gen)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        log = train_batch1_sgd(model, tensor(x_train), tensor(y_train), tensor(x_val), tensor(y_val),
+                               steps=steps, lr=lr, generator=gen, val_every=val_every)
+    finally:
+        torch.set_num_threads(threads)
+    return {"label": log.label.astype(np.int8), "logits": log.logits.astype(np.float32),
+            "train_loss": log.train_loss.astype(np.float32), "val_steps": log.val_steps,
+            "val_loss": log.val_loss, "val_acc": log.val_acc}
+
+
+@torch.no_grad()
+def _untrained_log(model, x_train: torch.Tensor, y_train: torch.Tensor, x_val: torch.Tensor, y_val: torch.Tensor, *,
+                   steps: int, val_every: int, generator: torch.Generator) -> RunResult:
+    """The log of the untrained network (the negative control): the same initialisation and the same draws of
+    examples as :func:`train_log`, but no update, so the logits of each drawn example are those at t = 0."""
+    R, n = model.k, len(x_train)
+    order = torch.randint(0, n, (R, steps), generator=generator)
+    model.eval()
+    every = model(x_train)                                                       # (R, n, K)
+    logits = torch.gather(every, 1, order[..., None].expand(R, steps, every.shape[-1]))
+    labels = y_train[order]
+    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
+                                             reduction="none").reshape(R, steps)
+    val = model(x_val)
+    val_loss = torch.nn.functional.cross_entropy(val.transpose(1, 2), y_val.expand(R, -1), reduction="none").mean(1)
+    val_acc = (val.argmax(-1) == y_val).to(val.dtype).mean(1)
+    val_steps = np.arange(0, steps + 1, val_every)
+    return {"label": labels.numpy().astype(np.int8), "logits": logits.numpy().astype(np.float32),
+            "train_loss": loss.numpy().astype(np.float32), "val_steps": val_steps,
+            "val_loss": np.tile(val_loss.numpy(), (len(val_steps), 1)),
+            "val_acc": np.tile(val_acc.numpy(), (len(val_steps), 1))}
+
+
+def pooled(results: Mapping[str, RunResult], prefix: str = "") -> dict[str, np.ndarray]:
+    runs = [r for label, r in sorted(results.items()) if label.startswith(prefix)]
+    return {key: np.concatenate([r[key] for r in runs], axis=0 if key in ("label", "logits") else 1)
+            for key in ("label", "logits", "val_loss", "val_acc")} | {"val_steps": runs[0]["val_steps"]}
+
+
+@dataclass
+class Estimates:
+    """Class-mean logits and the l-model ("iso") and L-model ("logit") estimates."""
+
+    xbar: np.ndarray
+    A: dict[str, np.ndarray]
+    B: dict[str, np.ndarray]
+    alpha: dict[str, np.ndarray]
+    beta: dict[str, np.ndarray]
+    empty_cells: int
+
+
+def estimate(labels: np.ndarray, logits: np.ndarray, window: int) -> Estimates:
+    """Spec 004 §3.7 steps 1–3: X̄[t,k,:], Â/B̂ for both models (L-model only for K = 3), α̂/β̂ by SG."""
+    K = logits.shape[-1]
+    raw = ee.class_mean_logits(labels, logits, K)
+    xbar = ee.fill_empty_cells(raw)
+    A, B = {}, {}
+    A["iso"], B["iso"] = ee.integrated_strengths_isotropic(xbar)
+    if K == 3:
+        A["logit"], B["logit"] = ee.integrated_strengths_logit(xbar)
+    alpha = {k: ee.strengths_from_integrated(v, window) for k, v in A.items()}
+    beta = {k: ee.strengths_from_integrated(v, window) for k, v in B.items()}
+    return Estimates(xbar, A, B, alpha, beta, int(np.isnan(raw[..., 0]).sum()))
+
+
+def amplification_start(train_loss: np.ndarray, window: int) -> int:
+    """First iteration of the amplification stage (App. D.2: the losses "begin to drop at a relatively fast speed"
+    once the de-randomization stage ends): where the trial-mean training loss, averaged over ``window``
+    iterations, first falls below ln(3)/2. Without such a drop (no learning) the second half of the run."""
+    loss = np.asarray(train_loss, dtype=float).mean(axis=0)
+    w = max(min(int(window), len(loss)), 1)
+    smooth = np.convolve(loss, np.ones(w) / w, mode="same")
+    below = np.flatnonzero(smooth[w // 2:] < LN3 / 2)
+    return int(below[0]) + w // 2 if below.size else len(loss) // 2
+
+
+def shape_checks(est: Estimates, model: str, window: int, start: int) -> dict[str, float]:
+    """★H3 measurements on one estimation model, decided before any run (issue 19):
+
+    frac_alpha_gt_beta: fraction of the amplification stage [start, T − ω/2) with α̂ > β̂ (the paper's
+    "β(t) is dominated by α(t)"; the de-randomization plateau, where both are ≈ 0, is not part of it).
+    A_end, B_end: Â, B̂ over the last 5 % of iterations.
+    peak_contrast: (α̂ at its peak − α̂ at the start and at the end, the smaller) / the fluctuation of α̂ over
+    the last 20 %: a rise-then-fall of α̂ ("an initial increasing stage and a second stage converging to the
+    vicinity around zero") that stands out of its own noise. The peak is searched away from the first and
+    last half window, where the Savitzky–Golay filter extrapolates instead of differentiating data."""
+    T = len(est.xbar)
+    a, b = est.alpha[model], est.beta[model]
+    half = ee.odd_window(window, T) // 2
+    stage = slice(min(start, T - half - 1), T - half)
+    tail = slice(T - max(T // 20, 1), T)
+    inner = a[half:T - half]
+    peak = int(np.argmax(inner)) + half
+    first = float(np.mean(a[half:half + max(T // 20, 1)]))
+    last = float(np.mean(a[T - half - max(T // 10, 1):T - half]))
+    noise = float(np.std(a[T - half - max(T // 5, 2):T - half])) or float("inf")
+    return {"frac_alpha_gt_beta": float(np.mean(a[stage] > b[stage])),
+            "A_end": float(np.nanmean(est.A[model][tail])), "B_end": float(np.nanmean(est.B[model][tail])),
+            "peak_frac": peak / T, "peak_contrast": (float(a[peak]) - max(first, last)) / noise,
+            "stage_start": start / T}
+
+
+def plot_strengths(est: Estimates, title: str) -> Figure:
+    """Fig. 3: rows l-model / L-model, columns (Â, B̂) and (α̂, β̂)."""
+    models = list(est.A)
+    fig = Figure(figsize=(10, 3.2 * len(models)))
+    t = np.arange(len(est.xbar))
+    for i, model in enumerate(models):
+        name = "l-model" if model == "iso" else "L-model"
+        ax = fig.add_subplot(len(models), 2, 2 * i + 1)
+        ax.plot(t, est.A[model], label="Â(t)")
+        ax.plot(t, est.B[model], label="B̂(t)")
+        ax.axhline(0, color="gray", lw=0.5)
+        ax.set(title=f"{title}: {name} integrated strengths", xlabel="iteration t")
+        ax.legend(fontsize=8)
+        ax = fig.add_subplot(len(models), 2, 2 * i + 2)
+        ax.plot(t, est.alpha[model], label="α̂(t)")
+        ax.plot(t, est.beta[model], label="β̂(t)")
+        ax.axhline(0, color="gray", lw=0.5)
+        ax.set(title=f"{title}: {name} α̂, β̂ (Savitzky–Golay)", xlabel="iteration t")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_separation(est: Estimates, labels: np.ndarray, logits: np.ndarray, pair: tuple[int, int]) -> Figure:
+    """Fig. 1: class-mean logits in R³ over training, and the 1-D projection on ν of (C.24)."""
+    fig = Figure(figsize=(11, 4.5))
+    T, K = est.xbar.shape[:2]
+    ax = fig.add_subplot(1, 2, 1, projection="3d" if K == 3 else None)
+    colours = ("tab:red", "tab:blue", "tab:green")
+    for k in range(K):
+        coords = [est.xbar[::5, k, j] for j in range(min(K, 3))]
+        ax.scatter(*coords, s=2, c=colours[k], alpha=0.4, label=f"class {k}")
+    ax.set(title="class-mean logits X̄^k(t)")
+    ax.legend(fontsize=7)
+    nu = ee.separating_direction(est.xbar, *pair)
+    ax = fig.add_subplot(1, 2, 2)
+    times = np.linspace(0, T - 1, 50).astype(int)
+    proj = logits @ nu                                                 # (R, T)
+    for k in range(K):
+        sel = labels[:, times] == k
+        tt = np.broadcast_to(times, labels[:, times].shape)
+        ax.scatter(proj[:, times][sel], tt[sel], s=3, color=colours[k % 3], alpha=0.5)
+        ax.plot(est.xbar[:, k] @ nu, np.arange(T), color=colours[k % 3], lw=1.5, label=f"class {k} mean")
+    ax.set(title=f"projection on ν (pair {pair})", xlabel="⟨ν, logit⟩", ylabel="iteration t")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
