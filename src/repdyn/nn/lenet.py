@@ -26,6 +26,7 @@ from repdyn.nn.divergence import Diverged
 from repdyn.nn.ensemble import Ensemble
 from repdyn.nn.losses import cross_entropy
 from repdyn.nn.optim import StackedOptimizer
+from repdyn.nn.progress import report
 
 
 def _default_init_(module: nn.Conv2d | nn.Linear, generator: torch.Generator | None) -> None:
@@ -171,6 +172,7 @@ def train_batch1_sgd(model: Ensemble, x_train: Tensor, y_train: Tensor, x_val: T
         xb = x_train[order[:, t]].unsqueeze(1)                        # (R, 1, C, H, W): one example per trial
         logits = model(xb)[:, 0]                                       # (R, K)
         loss = cross_entropy(logits, labels[:, t])
+        report(t, steps, loss.detach())
         if not bool(torch.isfinite(loss).all()):
             raise Diverged(t)
         logits_log[:, t] = logits.detach().cpu()
