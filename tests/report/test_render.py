@@ -34,3 +34,13 @@ def test_report_files_escape_html_and_keep_mixed_metrics(tmp_path):
     frame = pd.read_parquet(tmp_path / "metrics.parquet")
     assert list(frame["experiment"]) == ["a.x", "b.y"] and list(frame["v"]) == ["1.0", "text"]
     assert list(pd.read_csv(tmp_path / "metrics.csv")["v"]) == ["1.0", "text"]
+
+
+def test_the_claims_figure_draws_seeds_that_could_not_be_measured():
+    from repdyn.report.claims_figure import claims_figure
+
+    claims = [evaluate("e", CLAIM, [0.1, float("nan"), 0.2], control=[float("inf"), 1.0, 1.0]),
+              evaluate("e", CLAIM, [0.1, float("inf"), 0.2], control=[3.0, 4.0, 5.0])]
+    figure = claims_figure(claims)
+    assert len([axes for axes in figure.axes if axes.get_visible()]) == 2
+    figure.savefig(__import__("io").BytesIO(), format="png")

@@ -33,14 +33,16 @@ def claims_figure(claims: Sequence[ClaimResult]) -> Figure | None:
         values = [v for v in claim.values if math.isfinite(v)]
         colour = VERDICT_COLOURS[claim.verdict]
         axes.scatter(range(len(values)), values, color=colour, s=18, zorder=3, label="seeds")
-        axes.axhline(claim.estimate, color=colour, lw=1.2, label=claim.statistic)
-        axes.axhspan(claim.ci_low, claim.ci_high, color=colour, alpha=0.15, lw=0, label="90 % interval")
-        if claim.control_value is not None and math.isfinite(claim.control_value):
-            axes.axhline(claim.control_value, color="#555", ls=":", lw=1.2, label="control")
+        summary = [v for v in (claim.estimate, claim.ci_low, claim.ci_high) if math.isfinite(v)]
+        if len(summary) == 3:  # a seed that could not be measured (NaN) leaves the summary undefined
+            axes.axhline(claim.estimate, color=colour, lw=1.2, label=claim.statistic)
+            axes.axhspan(claim.ci_low, claim.ci_high, color=colour, alpha=0.15, lw=0, label="90 % interval")
+        control = claim.control_value if claim.control_value is not None and math.isfinite(claim.control_value) \
+            else None
+        if control is not None:
+            axes.axhline(control, color="#555", ls=":", lw=1.2, label="control")
         lo, hi = claim.band
-        shown_values = values + [claim.ci_low, claim.ci_high] + [b for b in (lo, hi) if b is not None]
-        if claim.control_value is not None and math.isfinite(claim.control_value):
-            shown_values.append(claim.control_value)
+        shown_values = values + summary + [b for b in (lo, hi, control) if b is not None and math.isfinite(b)]
         span = (max(shown_values) - min(shown_values)) or abs(max(shown_values)) or 1.0
         bottom, top = min(shown_values) - 0.1 * span, max(shown_values) + 0.1 * span
         axes.axhspan(bottom if lo is None else lo, top if hi is None else hi, facecolor="none", edgecolor="#333",
