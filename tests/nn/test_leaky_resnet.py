@@ -117,3 +117,18 @@ def test_adaptive_steps_respect_the_rho_ltilde_cap_during_training():
         largest[cap] = float((model.rho * model.ltilde[:, None]).max())
         torch.testing.assert_close(model.rho.sum(-1), torch.ones(2, dtype=torch.float64))
     assert largest[None] > 0.38 >= largest[0.38] * (1 - 1e-12)
+
+
+def test_adaptive_steps_can_be_frozen_for_the_gd_phase():
+    # adaptive_in_gd=False: the steps after the Adam phase are those the GD phase ends with (one fixed objective)
+    x, y = _data()
+    adaptive = torch.tensor([True, True])
+    frozen, moving = _model(), _model()
+    common = dict(adam_steps=20, adam_lr=1e-2, gd_lr=1e-3, adaptive_every=5, adaptive_warmup=5)
+    fit(frozen, x, y, 0.01, TrainingPlan(gd_steps=0, **common), adaptive=adaptive)
+    after_adam = frozen.rho.clone()
+    model = _model()
+    fit(model, x, y, 0.01, TrainingPlan(gd_steps=20, adaptive_in_gd=False, **common), adaptive=adaptive)
+    torch.testing.assert_close(model.rho, after_adam)
+    fit(moving, x, y, 0.01, TrainingPlan(gd_steps=20, **common), adaptive=adaptive)
+    assert not torch.allclose(moving.rho, after_adam)

@@ -138,8 +138,10 @@ class TrainingPlan:
 
     The adaptive rule (spec 002 §3.14) runs every ``adaptive_every`` steps after ``adaptive_warmup`` steps, in
     both phases, for the members flagged adaptive; ``damping`` and ``floor`` are spec 002 CHOICEs.
-    ``max_rho_ltilde`` caps the adaptive steps at ``max_rho_ltilde / L~`` (pitfall P9: ``rho_l L~ < 1`` keeps
-    the prefactor ``1 - rho_l L~`` positive; the paper's rule has no cap).
+    ``adaptive_in_gd=False`` freezes the steps during the GD phase, so that it converges to a critical point of one
+    fixed objective (every rho update changes the objective). ``max_rho_ltilde`` caps the adaptive steps at
+    ``max_rho_ltilde / L~`` (pitfall P9: ``rho_l L~ < 1`` keeps the prefactor ``1 - rho_l L~`` positive; the
+    paper's rule has no cap).
     """
 
     adam_steps: int
@@ -153,6 +155,7 @@ class TrainingPlan:
     adaptive_floor: float = 1e-3
     max_rho_ltilde: float | None = None
     record_every: int = 100
+    adaptive_in_gd: bool = True
 
     def __post_init__(self) -> None:
         for name in ("adam_steps", "gd_steps"):
@@ -202,7 +205,8 @@ def fit(model: LeakyResNet, x: Tensor, y: Tensor, lam: float, plan: TrainingPlan
                 history["objective"].append(objective.detach().numpy().copy())
                 history["data_cost"].append(cost.detach().numpy().copy())
                 history["max_rho_ltilde"].append((model.rho.max(-1).values * model.ltilde).numpy().copy())
-            if adaptive.any() and step >= plan.adaptive_warmup and step % plan.adaptive_every == 0:
+            adapting = kind == "adam" or plan.adaptive_in_gd
+            if adapting and adaptive.any() and step >= plan.adaptive_warmup and step % plan.adaptive_every == 0:
                 with torch.no_grad():
                     new = adaptive_steps(model.rho, reps.detach(), plan.adaptive_damping, floor=plan.adaptive_floor,
                                          ceiling=ceiling)

@@ -1,0 +1,207 @@
+"""Fig. 2 of seed 002: test error against the number of layers L for equidistant, irregular and adaptive layer steps
+at L~ = 3. Each seed's initialisation is shared by the three schemes (paired comparison); schemes x seeds train as
+one batched computation per L."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from matplotlib.figure import Figure
+
+from repdyn.experiments.base import Analysis, Experiment, RunResult, RunSpec
+from repdyn.experiments.claims import ClaimSpec, Control, Measured, at_least, at_most
+from repdyn.experiments.config import param
+from repdyn.experiments.leaky_resnet.common import (
+    NUMBER,
+    SCHEMES,
+    TOP_SINGULAR_VALUES,
+    UNTRAINED,
+    TeacherRunConfig,
+    batched_students,
+    check_steps,
+    middle,
+    plan,
+    task_of,
+    test_error,
+    values_text,
+)
+from repdyn.nn.leaky_resnet import fit
+from repdyn.theory import leaky_resnet as lr
+
+UNTRAINED_CONTROL = Control("the untrained networks (steps = 0): same paired initialisations", UNTRAINED)
+EQUIDISTANT_CONTROL = Control("a = 0: the irregular steps become equidistant (the null of the comparison)",
+                              {"irregular_a": 0.0})
+
+
+@dataclass(frozen=True)
+class DiscretisationConfig(TeacherRunConfig):
+    dims: tuple[int, ...] = param((30, 6, 3, 30), ge=1, help="teacher dimensions (Fig. 2: 30, 6, 3, 30)")
+    teacher: str = param("resnet", choices=("fcnn", "resnet"), help="teacher blocks (Fig. 2: random ResNets)")
+    teacher_hidden: int = param(64, ge=1, help="hidden width of the teacher blocks (not given; digest: 64)")
+    depths: tuple[int, ...] = param(tuple(range(4, 23, 2)), ge=2, help="numbers of layers L (paper: 4 to 22)")
+    ltilde: float = param(3.0, gt=0, help="effective depth (paper: 3)")
+    irregular_a: float = param(0.5, ge=0, lt=1, help="a of the irregular steps (the paper gives none; digest: 0.5)")
+
+
+def _spearman(x: np.ndarray, y: np.ndarray) -> float:
+    rx, ry = np.argsort(np.argsort(x)), np.argsort(np.argsort(y))
+    return float(np.corrcoef(rx, ry)[0, 1]) if np.std(ry) > 0 else 0.0
+
+
+class Discretisation(Experiment):
+    name = "leaky_resnet.discretisation"
+    title = "Test error against the number of layers for equidistant, irregular and adaptive layer steps"
+    paper = NUMBER
+    source = "Fig. 2, §4, App. B"
+    Config = DiscretisationConfig
+    claims = (
+        ClaimSpec("h5_adaptive_better",
+                  "Adaptive steps give a lower test error than equidistant steps from the same initialisation: per "
+                  "seed, the fraction of the depths L where the paired error of adaptive is below equidistant",
+                  "seed 002, §4, Fig. 2a", at_least(0.75),
+                  quote="we see a small but consistent advantage in the test error when using adaptive or irregular",
+                  band_reason="the paper's 'consistent': at least three quarters of the depths, seed by seed "
+                              "(paired: the same initialisation for every scheme)",
+                  control=UNTRAINED_CONTROL, figure="fig2_discretisation"),
+        ClaimSpec("h5_irregular_better",
+                  "Irregular steps (a = 0.5, the digest's choice: the paper gives no a) give a lower test error than "
+                  "equidistant steps: per seed, the fraction of depths L where the paired error is lower",
+                  "seed 002, §4, Fig. 2a", at_least(0.75),
+                  quote="we see a small but consistent advantage in the test error when using adaptive or irregular",
+                  band_reason="the paper's 'consistent': at least three quarters of the depths, seed by seed",
+                  control=EQUIDISTANT_CONTROL, figure="fig2_discretisation"),
+        ClaimSpec("h5_depth_helps",
+                  "Larger L improves the test error: per seed, the Spearman correlation between L and the test "
+                  "error (mean over the schemes) across all depths",
+                  "seed 002, App. B, Fig. 2a", at_most(-0.4),
+                  quote="Figure 2a shows how larger … which have better separation between large and small singular "
+                        "values, lead to improved test performance",
+                  band_reason="the paper's trend (decreasing); -0.4 (our choice) rules out an unordered sweep yet "
+                              "allows a few swapped neighbours",
+                  control=UNTRAINED_CONTROL, figure="fig2_discretisation"),
+        ClaimSpec("h5_depth_separates_spectrum",
+                  "Larger L gives a better separation between large and small singular values: per seed, the "
+                  "Spearman correlation between L and s_k*/s_(k*+1) of the middle-layer weights (adaptive steps)",
+                  "seed 002, App. B, Fig. 2a", at_least(0.4),
+                  quote="Figure 2a shows how larger … which have better separation between large and small singular "
+                        "values",
+                  band_reason="the paper's trend (increasing); 0.4 as for h5_depth_helps",
+                  control=UNTRAINED_CONTROL, figure="fig2_discretisation"),
+    )
+    scales = {
+        "smoke": DiscretisationConfig(dims=(6, 3, 2, 6), teacher_hidden=16, n_train=40, n_test=40, width=12,
+                                      depths=(4, 6), seeds=3, adam_steps=40, adam_lr=3e-3, adam_lr_final=1e-5,
+                                      gd_steps=10, adaptive_warmup=10),
+        "quick": DiscretisationConfig(dims=(10, 4, 2, 10), teacher_hidden=32, n_train=200, n_test=200, width=32,
+                                      depths=(4, 8, 12, 16), seeds=5, lam=0.01, init_scale=0.1, adam_steps=2000,
+                                      adam_lr=3e-3, adam_lr_final=1e-5, gd_steps=500, gd_lr=3e-4),
+        "paper": DiscretisationConfig(),
+    }
+
+    def prepare(self, config: DiscretisationConfig) -> None:
+        check_steps(config.depths, [config.ltilde], config.max_rho_ltilde)
+
+    def runs(self, config: DiscretisationConfig) -> list[RunSpec]:
+        return [RunSpec(f"L={depth}", {"depth": depth}) for depth in config.depths]
+
+    def execute(self, config: DiscretisationConfig, run: RunSpec, seed: int, device: str) -> RunResult:
+        depth = int(run.params["depth"])
+        task = task_of(config)
+        model = batched_students(config, depth, [config.ltilde], seed, repeats=len(SCHEMES)).to(device=device)
+        rho = torch.stack([lr.step_scheme(s, depth, config.irregular_a) for s in SCHEMES])
+        model.rho.copy_(rho.repeat_interleave(config.seeds, dim=0).to(model.rho))
+        adaptive = torch.tensor([s == "adaptive" for s in SCHEMES]).repeat_interleave(config.seeds)
+        fit(model, task.x_train.to(device), task.y_train.to(device), config.lam, plan(config),
+            adaptive=adaptive.to(device))
+        shape = (len(SCHEMES), config.seeds)
+        with torch.no_grad():
+            reps = model.representations(task.x_train.to(device)).double().cpu()
+        sv = torch.linalg.svdvals(model.weight.detach().double().cpu())
+        return {"test_error": test_error(model, task).reshape(shape),
+                "rho": model.rho.double().cpu().numpy().reshape(*shape, depth),
+                "weight_sv": sv[..., :TOP_SINGULAR_VALUES].numpy().reshape(*shape, depth, -1),
+                "path_projection": _path_projection(reps).reshape(*shape, depth + 1, 2),
+                "relative_step": lr.relative_step_distances(reps).numpy().reshape(*shape, depth),
+                "bottleneck_rank": task.bottleneck_rank}
+
+    def analyse(self, config: DiscretisationConfig, results: Mapping[str, RunResult]) -> Analysis:
+        depths = np.asarray(config.depths)
+        errors = np.stack([results[f"L={d}"]["test_error"] for d in depths])  # (depths, schemes, seeds)
+        mean, std = errors.mean(-1), errors.std(-1)
+        eq, irr, ada = (SCHEMES.index(s) for s in ("equidistant", "irregular", "adaptive"))
+        k = int(results[f"L={depths[0]}"]["bottleneck_rank"])
+        seeds = errors.shape[-1]
+
+        def separation(d: int, s: int) -> float:
+            r = results[f"L={d}"]
+            sv = r["weight_sv"][ada, s]
+            mid = middle(np.cumsum(r["rho"][ada, s]))
+            return float(np.median(sv[mid, k - 1] / sv[mid, k]))
+
+        sep = np.array([[separation(d, s) for d in depths] for s in range(seeds)])
+        table = "; ".join(f"L={d}: " + ", ".join(f"{s} {mean[i, j]:.4f}±{std[i, j]:.4f}"
+                                                  for j, s in enumerate(SCHEMES)) for i, d in enumerate(depths))
+
+        def paired(scheme: int) -> Measured:
+            diff = errors[:, scheme] - errors[:, eq]  # (depths, seeds)
+            return Measured((diff < 0).mean(0), "paired difference minus equidistant per L (mean over seeds): "
+                            + ", ".join(f"L={d}: {v:+.4f}" for d, v in zip(depths, diff.mean(-1), strict=True))
+                            + "; per L and seed: " + "; ".join(values_text(row) for row in diff))
+
+        by_seed = errors.mean(1)  # (depths, seeds)
+        measured = {
+            "h5_adaptive_better": paired(ada),
+            "h5_irregular_better": paired(irr),
+            "h5_depth_helps": Measured([_spearman(depths, by_seed[:, s]) for s in range(seeds)],
+                                       "mean ± std over seeds: " + table),
+            "h5_depth_separates_spectrum": Measured([_spearman(depths, sep[s]) for s in range(seeds)],
+                                                    "s_k*/s_(k*+1) per seed and L: "
+                                                    + "; ".join(values_text(row) for row in sep)),
+        }
+        metrics = [{"L": int(d), "scheme": s, "test_error_mean": float(mean[i, j]),
+                    "test_error_std": float(std[i, j]), "seeds": seeds}
+                   for i, d in enumerate(depths) for j, s in enumerate(SCHEMES)]
+        steps = results[f"L={depths[-1]}"]["relative_step"]
+        cv = steps.std(-1) / steps.mean(-1)
+        notes = (f"Coefficient of variation of ||A_l - A_(l-1)|| / ||A_l|| at L = {depths[-1]} (mean over seeds): "
+                 + ", ".join(f"{s} {cv[j].mean():.3f}" for j, s in enumerate(SCHEMES))
+                 + ". The irregular parameter a is the digest's choice (the paper gives none).")
+        return Analysis(measured=measured, figures={"fig2_discretisation": _figure(results, depths, mean, std)},
+                        metrics=metrics, notes=notes)
+
+
+def _path_projection(reps: torch.Tensor) -> np.ndarray:
+    """2-D PCA projection of the path A_0..A_L flattened to R^{wN}, per member."""
+    flat = reps.flatten(-2)
+    centred = flat - flat.mean(-2, keepdim=True)
+    _, _, vh = torch.linalg.svd(centred, full_matrices=False)
+    return (centred @ vh[..., :2, :].transpose(-1, -2)).numpy()
+
+
+def _figure(results: Mapping[str, RunResult], depths: np.ndarray, mean: np.ndarray, std: np.ndarray) -> Figure:
+    fig = Figure(figsize=(14, 3.8))
+    axes = fig.subplots(1, 2 + len(SCHEMES))
+    for j, scheme in enumerate(SCHEMES):
+        axes[0].errorbar(depths, mean[:, j], yerr=std[:, j], marker="o", capsize=3, label=scheme)
+    axes[0].set_xlabel("number of layers $L$")
+    axes[0].set_title("(a) test error (mean ± std over seeds)", fontsize=9)
+    axes[0].legend(fontsize=7)
+    deepest = results[f"L={depths[-1]}"]
+    ada = SCHEMES.index("adaptive")
+    p = np.cumsum(deepest["rho"][ada, 0])
+    axes[1].plot(p, deepest["weight_sv"][ada, 0], color="tab:blue", lw=0.8)
+    for value in p:
+        axes[1].axvline(value, color="0.8", lw=0.6)
+    axes[1].set_yscale("log")
+    axes[1].set_xlabel("$p_\\ell$")
+    axes[1].set_title(f"(b) spectra of $W_\\ell$, adaptive, L={depths[-1]}", fontsize=9)
+    for j, scheme in enumerate(SCHEMES):
+        ax = axes[2 + j]
+        path = deepest["path_projection"][j, 0]
+        ax.plot(path[:, 0], path[:, 1], marker="o", ms=3)
+        ax.set_title(f"(c) path PCA, {scheme}", fontsize=9)
+    fig.tight_layout()
+    return fig
