@@ -132,3 +132,35 @@ def test_adaptive_steps_can_be_frozen_for_the_gd_phase():
     torch.testing.assert_close(model.rho, after_adam)
     fit(moving, x, y, 0.01, TrainingPlan(gd_steps=20, **common), adaptive=adaptive)
     assert not torch.allclose(moving.rho, after_adam)
+
+
+@pytest.mark.parametrize("stop_at", [12, 33])  # inside the Adam phase, inside the tightening phase
+def test_an_interrupted_fit_resumes_from_its_checkpoint_bit_identical(tmp_path, stop_at):
+    from repdyn.nn.checkpoint import Checkpointer, checkpointing
+    from repdyn.nn.progress import reporting
+
+    x, y = _data()
+    plan = TrainingPlan(adam_steps=30, adam_lr=1e-2, adam_lr_final=1e-3, gd_steps=10, gd_lr=1e-3,
+                        adaptive_every=5, adaptive_warmup=5, record_every=3)
+    adaptive = torch.tensor([False, True])
+    reference = _model()
+    expected = fit(reference, x, y, 0.01, plan, adaptive=adaptive)
+
+    class Killed(Exception):
+        pass
+
+    def kill(step, total, loss):
+        if step == stop_at:
+            raise Killed
+
+    path = tmp_path / "run.ckpt"
+    with checkpointing(Checkpointer(path, every=0.0)), reporting(kill), pytest.raises(Killed):
+        fit(_model(), x, y, 0.01, plan, adaptive=adaptive)
+    resumed, steps_seen = _model(), []
+    with checkpointing(Checkpointer(path, every=0.0)), reporting(lambda step, total, loss: steps_seen.append(step)):
+        history = fit(resumed, x, y, 0.01, plan, adaptive=adaptive)
+    assert steps_seen[0] == stop_at  # it went on from the last checkpoint, not from step 0
+    assert resumed.weight.detach().numpy().tobytes() == reference.weight.detach().numpy().tobytes()
+    assert resumed.rho.numpy().tobytes() == reference.rho.numpy().tobytes()
+    for name, values in expected.items():
+        assert history[name].tobytes() == values.tobytes(), name

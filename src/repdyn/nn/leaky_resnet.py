@@ -22,8 +22,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from repdyn.nn import checkpoint
 from repdyn.nn.divergence import check_finite
 from repdyn.nn.optim import StackedOptimizer
+from repdyn.nn.progress import report
 from repdyn.theory.leaky_resnet import adaptive_steps, leaky_forward, momenta_by_backprop
 
 INITS = ("he", "identity")
@@ -187,16 +189,37 @@ def fit(model: LeakyResNet, x: Tensor, y: Tensor, lam: float, plan: TrainingPlan
     ones = torch.ones(model.members, dtype=model.weight.dtype)
     phases = [("adam", plan.adam_steps, plan.adam_lr), ("gd", plan.gd_steps, plan.gd_lr)]
     ceiling = None if plan.max_rho_ltilde is None else plan.max_rho_ltilde / model.ltilde
-    step = 0
-    for kind, steps, lr in phases:
+    step = first_phase = first_t = 0
+    total = plan.adam_steps + plan.gd_steps
+    checkpoints = checkpoint.current()
+    slot = checkpoints.next_loop() if checkpoints is not None else -1
+    saved = checkpoints.load(slot) if checkpoints is not None else None
+    if saved is not None:
+        with torch.no_grad():
+            model.weight.copy_(saved["weight"])
+            model.rho.copy_(saved["rho"])
+        if "result" in saved:  # this loop finished before the run was interrupted
+            return saved["result"]
+        history, step, first_phase, first_t = saved["history"], saved["step"], saved["phase"], saved["t"]
+    for phase, (kind, steps, lr) in enumerate(phases):
+        if phase < first_phase:
+            continue
         optimiser = StackedOptimizer([model.weight], lr * ones, kind)
-        for t in range(steps):
+        start = first_t if phase == first_phase else 0
+        if saved is not None and phase == first_phase:
+            optimiser.load_state_dict(saved["optimizer"])
+        for t in range(start, steps):
+            if checkpoints is not None and checkpoints.due() and (phase, t) != (first_phase, first_t):
+                checkpoints.save(slot, {"phase": phase, "t": t, "step": step, "optimizer": optimiser.state_dict(),
+                                        "weight": model.weight.detach().clone(), "rho": model.rho.clone(),
+                                        "history": {name: list(values) for name, values in history.items()}})
             if kind == "adam" and plan.adam_lr_final is not None:
                 decay = 0.5 * (1 + math.cos(math.pi * t / steps))
                 optimiser.set_lr((plan.adam_lr_final + (lr - plan.adam_lr_final) * decay) * ones)
             reps = model.representations(x)
             cost = data_cost(model.u_out @ reps[:, -1], target)
             objective = cost + model.regulariser(lam)
+            report(step, total, objective.detach())
             check_finite(objective.detach(), step, "objective")
             (grad,) = torch.autograd.grad(objective.sum(), [model.weight])
             optimiser.step([grad])
@@ -212,5 +235,8 @@ def fit(model: LeakyResNet, x: Tensor, y: Tensor, lam: float, plan: TrainingPlan
                                          ceiling=ceiling)
                     model.rho.copy_(torch.where(adaptive[:, None], new, model.rho))
             step += 1
-    return {name: np.asarray(values) for name, values in history.items()}
+    result = {name: np.asarray(values) for name, values in history.items()}
+    if checkpoints is not None and checkpoints.due():
+        checkpoints.save(slot, {"result": result, "weight": model.weight.detach().clone(), "rho": model.rho.clone()})
+    return result
 
