@@ -69,3 +69,23 @@ def test_digits_at_paper_scale_without_mnist_is_skipped_not_run_on_the_stand_in(
     exp = next(e for e in EXPERIMENTS if e.name == "effective_theory.digits")
     assert "no data_folder" in exp.prepare(exp.scales["paper"])
     assert exp.prepare(exp.scales["quick"]) is None
+
+
+def test_final_distance_splits_its_repetitions_into_independent_runs_at_paper_scale():
+    import dataclasses
+
+    from repdyn.runtime import registry
+
+    experiment = registry.get("effective_theory.final_distance")
+    paper = experiment.config("paper")
+    assert [r.label for r in experiment.runs(paper)] == [f"repeat={r}" for r in range(paper.repeats)]
+    config = dataclasses.replace(experiment.config("smoke"), run_per_repeat=True, repeats=2)
+    batched = dataclasses.replace(config, run_per_repeat=False)
+    (sweep,) = experiment.runs(batched)
+    whole = experiment.execute(batched, sweep, 7, "cpu")
+    first = experiment.execute(config, experiment.runs(config)[0], 7, "cpu")
+    size = config.fit_trials + config.grid**2
+    np.testing.assert_array_equal(first["u"], whole["u"][:, :size])  # the same trials, trained alone
+    split = {run.label: experiment.execute(config, run, 7, "cpu") for run in experiment.runs(config)}
+    assert experiment.analyse(config, split).measured["slope"].values[0] == \
+        experiment.analyse(batched, {"sweep": whole}).measured["slope"].values[0]

@@ -75,3 +75,20 @@ def test_critical_needs_the_papers_depth():
     exp = BY_NAME["leaky_resnet.critical"]
     with pytest.raises(ConfigError, match="50"):
         exp.prepare(dataclasses.replace(exp.config("smoke"), depths=(24, 48)))
+
+
+def test_structures_runs_one_independent_run_per_ltilde_at_paper_scale():
+    import dataclasses
+
+    from repdyn.runtime import registry
+
+    experiment = registry.get("leaky_resnet.structures")
+    paper = experiment.config("paper")
+    runs = experiment.runs(paper)
+    assert [r.label for r in runs] == [f"ltilde={lt:g}" for lt in paper.ltildes]
+    assert {r.seed_group for r in runs} == {"students"}  # one initialisation seed across the sweep
+    config = dataclasses.replace(experiment.config("smoke"), run_per_ltilde=True)
+    results = {run.label: experiment.execute(config, run, 3, "cpu") for run in experiment.runs(config)}
+    analysis = experiment.analyse(config, results)
+    assert {c.id for c in experiment.claims} <= set(analysis.measured)
+    assert all(len(m.values) == config.seeds for m in analysis.measured.values())

@@ -30,6 +30,8 @@ class FinalDistanceConfig(DeepRunConfig):
     repeats: int = param(3, ge=1, help="independent repetitions of the whole protocol (fit trials + grid), one "
                                        "value per claim each (the paper runs it once)")
     converged_loss: float = param(1e-3, gt=0, help="trials whose final loss exceeds this are discarded")
+    run_per_repeat: bool = param(True, help="one independent run per repetition, so --jobs and --cluster spread "
+                                            "them; false: all repetitions in one batched run")
 
 
 FIG5 = ("The final representational distance of two point experiments with varying input and target output distances "
@@ -50,9 +52,9 @@ class FinalDistance(Experiment):
     Config = FinalDistanceConfig
     scales = {
         "smoke": FinalDistanceConfig(width=32, depth=4, steps=400, time_compression=2.0, record_every=5,
-                                     fit_trials=1, grid=2),
+                                     fit_trials=1, grid=2, run_per_repeat=False),
         "quick": FinalDistanceConfig(width=64, steps=2000, time_compression=1.5, record_every=10, fit_trials=3,
-                                     grid=3),
+                                     grid=3, run_per_repeat=False),
         "paper": FinalDistanceConfig(),
     }
     claims = (
@@ -77,12 +79,15 @@ class FinalDistance(Experiment):
     )
 
     def runs(self, config: FinalDistanceConfig) -> list[RunSpec]:
-        return [RunSpec("sweep", {"fit_trials": config.fit_trials, "grid": config.grid})]
+        if config.run_per_repeat:
+            return [RunSpec(f"repeat={r}", {"repeats": 1}) for r in range(config.repeats)]
+        return [RunSpec("sweep", {"fit_trials": config.fit_trials, "grid": config.grid, "repeats": config.repeats})]
 
     def execute(self, config: FinalDistanceConfig, run: RunSpec, seed: int, device: str) -> dict:
         grid_dx, grid_dy = grid_points(config.grid)
-        dx = np.tile(np.concatenate([np.full(config.fit_trials, 0.5), grid_dx]), config.repeats)
-        dy = np.tile(np.concatenate([np.full(config.fit_trials, 1.0), grid_dy]), config.repeats)
+        repeats = int(run.params["repeats"])
+        dx = np.tile(np.concatenate([np.full(config.fit_trials, 0.5), grid_dx]), repeats)
+        dy = np.tile(np.concatenate([np.full(config.fit_trials, 1.0), grid_dy]), repeats)
         k = dx.size
         arch = TABLE1["default"]
         lr = scaled_lr(arch.lr, config.width) * config.time_compression
@@ -92,7 +97,11 @@ class FinalDistance(Experiment):
                                generator_seed=seed)
 
     def analyse(self, config: FinalDistanceConfig, results: Mapping[str, dict]) -> Analysis:
-        res = results["sweep"]
+        parts = [results[run.label] for run in self.runs(config)]
+        # the runs' trials side by side: per-trial arrays are (K,) or (T, K, ...); the recorded steps are shared
+        res = {key: value if key == "steps" else np.concatenate([part[key] for part in parts],
+                                                                axis=0 if value.ndim == 1 else 1)
+               for key, value in parts[0].items()}
         t = res["steps"] * config.time_compression
         analysis = Analysis()
         size = config.fit_trials + config.grid**2

@@ -5,7 +5,7 @@ after training. Every claim about the Hamiltonian reports the stationarity resid
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,6 +39,15 @@ class StructuresConfig(TeacherRunConfig):
     depth: int = param(50, ge=2, help="L (paper: 50)")
     ltildes: tuple[float, ...] = param((1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 10.0, 15.0, 20.0), gt=0,
                                        help="effective depths L~ (Fig. 1a range; exact values not given)")
+    run_per_ltilde: bool = param(True, help="one independent run per L~ (they share their seed), so --jobs and "
+                                            "--cluster spread the sweep; false: one batched run")
+
+
+def sweep_of(parts: Sequence[RunResult]) -> RunResult:
+    """The results of the L~ runs as one sweep: arrays of shape (seeds, L~, ...) joined along L~."""
+    first = parts[0]
+    return {key: np.concatenate([part[key] for part in parts], axis=1)
+            if isinstance(value, np.ndarray) and value.ndim >= 2 else value for key, value in first.items()}
 
 
 UNTRAINED_CONTROL = Control("the untrained network (steps = 0): same seeds, initialisation and diagnostics",
@@ -179,10 +188,11 @@ class Structures(Experiment):
     scales = {
         "smoke": StructuresConfig(dims=(6, 2, 6), teacher_hidden=16, n_train=40, n_test=40, width=12, depth=8,
                                   ltildes=(1.0, 3.0), adam_steps=40, adam_lr=3e-3, adam_lr_final=1e-5, gd_steps=10,
-                                  adaptive_warmup=10, dtype="float64"),
+                                  adaptive_warmup=10, dtype="float64", run_per_ltilde=False),
         "quick": StructuresConfig(dims=(10, 3, 10), teacher_hidden=32, n_train=200, n_test=200, width=32, depth=24,
                                   ltildes=(1.0, 3.0, 6.0), lam=0.01, init_scale=0.1, adam_steps=2500, adam_lr=3e-3,
-                                  adam_lr_final=1e-5, gd_steps=1000, gd_lr=3e-4, dtype="float64"),
+                                  adam_lr_final=1e-5, gd_steps=1000, gd_lr=3e-4, dtype="float64",
+                                  run_per_ltilde=False),
         "paper": StructuresConfig(),
     }
 
@@ -190,14 +200,17 @@ class Structures(Experiment):
         check_steps([config.depth], config.ltildes, config.max_rho_ltilde)
 
     def runs(self, config: StructuresConfig) -> list[RunSpec]:
+        if config.run_per_ltilde:
+            return [RunSpec(f"ltilde={lt:g}", {"ltildes": [lt]}, seed_group="students") for lt in config.ltildes]
         return [RunSpec("sweep", {"ltildes": list(config.ltildes)})]
 
     def execute(self, config: StructuresConfig, run: RunSpec, seed: int, device: str) -> RunResult:
+        ltildes = tuple(run.params["ltildes"])
         task = task_of(config)
-        model = batched_students(config, config.depth, config.ltildes, seed).to(device=device)
+        model = batched_students(config, config.depth, ltildes, seed).to(device=device)
         history = fit(model, task.x_train.to(device), task.y_train.to(device), config.lam, plan(config),
                       adaptive=torch.ones(model.members, dtype=torch.bool, device=device))
-        shape = (config.seeds, len(config.ltildes))
+        shape = (config.seeds, len(ltildes))
         result: RunResult = {"objective": np.asarray(history["objective"][-1]).reshape(shape) if len(
                                  history["objective"]) else np.full(shape, np.nan),
                              "test_error": test_error(model, task).reshape(shape),
@@ -208,7 +221,7 @@ class Structures(Experiment):
         return result
 
     def analyse(self, config: StructuresConfig, results: Mapping[str, RunResult]) -> Analysis:
-        r = results["sweep"]
+        r = sweep_of([results[run.label] for run in self.runs(config)])
         k_star = int(r["bottleneck_rank"])
         lts = np.asarray(config.ltildes)
         last = int(np.argmax(lts))
