@@ -19,7 +19,7 @@ from report_browser import check_report_in_browser
 SEEDS = Path(__file__).resolve().parents[3] / "shared" / "seeds"
 EXPERIMENTS = [e for e in registry.all_experiments().values() if not e.name.startswith("fixture.")]
 CLAIMS = [(e, c) for e in EXPERIMENTS for c in e.claims]
-PENDING = {"effective_theory", "shallow_relu", "leaky_resnet", "compression", "elastic_sde"}
+PENDING = {"effective_theory", "shallow_relu", "leaky_resnet", "elastic_sde"}
 """Topics not yet moved to the contract (their issues do it); each leaves this set when it is."""
 
 
