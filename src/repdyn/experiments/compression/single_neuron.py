@@ -130,11 +130,11 @@ class SingleNeuron(Experiment):
         near = [any(a.branch == np.sign(w1) and abs(z - a.z) < 0.1 for a in attractors)
                 for z, w1 in zip(zeta[grown], net[grown, -1, 0], strict=True)]
         frac = float(np.mean(near)) if near else math.nan
-        nothing = [math.nan]
+        nothing = [math.nan] * len(grown)  # no neuron grew (the untrained control): every neuron fails
         measured = {"ode_tracks_network": Measured(dev_all[grown] if grown.any() else nothing,
                                                    f"{int(grown.sum())} of {len(grown)} neurons grew > 20×"),
                     "ode_tracks_perpendicular": Measured(dev_perp[grown] if grown.any() else nothing, ""),
-                    "attractors": Measured(near if near else nothing, "ζ₁(t*) of grown neurons: "
+                    "attractors": Measured(near if near else [False] * len(grown), "ζ₁(t*) of grown neurons: "
                                            + ", ".join(f"{z:.2f}" for z in np.sort(zeta[grown]))),
                     "conservation": Measured(drift, f"median {np.median(drift):.2g}")}
         fig = Figure(figsize=(14, 4))
