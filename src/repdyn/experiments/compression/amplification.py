@@ -47,7 +47,7 @@ class Amplification(Experiment):
         "smoke": AmplificationConfig(p_stripe=(32, 64), p_cylinder=(32, 64), n_seeds=3, width=20, alpha=1e-2,
                                      max_dgrad=1e-2, max_steps=100),
         "quick": AmplificationConfig(p_stripe=(128, 256, 512, 1024, 2048), p_cylinder=(256, 512, 1024, 2048, 4096),
-                                     n_seeds=24, width=100, max_dgrad=1e-2, max_steps=3000),
+                                     n_seeds=24, width=100, max_dgrad=1e-2, max_steps=10000),
         "paper": AmplificationConfig(),
     }
     claims = (
