@@ -19,18 +19,10 @@ from report_browser import check_report_in_browser
 SEEDS = Path(__file__).resolve().parents[3] / "shared" / "seeds"
 EXPERIMENTS = [e for e in registry.all_experiments().values() if not e.name.startswith("fixture.")]
 CLAIMS = [(e, c) for e in EXPERIMENTS for c in e.claims]
-PENDING = {"compression"}
-"""Topics not yet moved to the contract (their issues do it); each leaves this set when it is."""
 
 
 def _topic(experiment) -> str:
     return experiment.name.split(".")[0]
-
-
-def _pending(experiment):
-    if _topic(experiment) in PENDING:
-        return pytest.mark.xfail(reason=f"topic {_topic(experiment)} is not yet on the contract", strict=True)
-    return ()
 
 
 def normalise(text: str) -> str:
@@ -58,8 +50,7 @@ def papers() -> dict[str, str]:
     return {path.name[:3]: normalise(path.read_text()) for path in SEEDS.glob("*.txt")}
 
 
-@pytest.mark.parametrize(("experiment", "claim"), [
-    pytest.param(e, c, marks=_pending(e), id=f"{e.name}:{c.id}") for e, c in CLAIMS])
+@pytest.mark.parametrize(("experiment", "claim"), [pytest.param(e, c, id=f"{e.name}:{c.id}") for e, c in CLAIMS])
 def test_every_claim_quotes_its_paper_and_gives_its_reasons(experiment, claim, papers):
     assert claim.quote, "no quote of the paper"
     assert missing_pieces(claim.quote, papers[experiment.paper]) == []
@@ -68,7 +59,7 @@ def test_every_claim_quotes_its_paper_and_gives_its_reasons(experiment, claim, p
         "a claim about training needs a control, or the reason why none applies"
 
 
-@pytest.mark.parametrize("experiment", [pytest.param(e, marks=_pending(e), id=e.name) for e in EXPERIMENTS])
+@pytest.mark.parametrize("experiment", EXPERIMENTS, ids=lambda e: e.name)
 def test_scales_are_data_and_the_defaults_are_the_papers_settings(experiment):
     assert set(experiment.scales) == set(SCALES)
     assert experiment.scales["paper"] == experiment.Config()
