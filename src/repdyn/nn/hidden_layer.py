@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from repdyn.nn.divergence import check_finite
+from repdyn.nn.progress import report
 from repdyn.theory.compression import amplification
 
 SQRT2 = math.sqrt(2.0)
@@ -181,6 +182,7 @@ def train_gradient_flow(net: HiddenLayerNet, x: torch.Tensor, y: torch.Tensor, a
     steps = 0
     last_rejected = torch.full_like(dt, math.inf)
     while bool(running.any()) and steps < max_steps:
+        report(steps, max_steps)
         steps += 1
         step = (dt * running.to(dt.dtype))
         trial = HiddenLayerNet(net.w + step[:, None, None] * grad.w, net.b + step[:, None] * grad.b,
