@@ -26,7 +26,7 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check src tests benchmarks examples
 
 reproduce: $(VENV)/.installed
-	$(BIN)/repdyn reproduce $(ARGS)
+	$(BIN)/repdyn reproduce --jobs 2 $(ARGS)
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/python benchmarks/run_all.py
