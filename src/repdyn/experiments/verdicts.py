@@ -85,12 +85,7 @@ def evaluate(experiment: str, spec: ClaimSpec, measured: Measured | float | bool
              control_failure: str | None = None) -> ClaimResult:
     """Judge one claim. ``failure`` (e.g. "run 'g=0.1' diverged at step 412") makes it not reproduced without a
     value; ``control`` is what the same analysis measured on the claim's negative control."""
-    common = dict(experiment=experiment, id=spec.id, statement=spec.statement, source=spec.source,
-                  quote=spec.quote, band_reason=spec.band_reason, expected=spec.expectation.describe(),
-                  statistic=_statistic_name(spec), recorded=spec.recorded, figure=spec.figure,
-                  band=spec.expectation.bounds(),
-                  control=spec.control.description if spec.control else spec.no_control,
-                  disagreement=spec.disagreement.describe() if spec.disagreement else "")
+    common = _declared(experiment, spec)
     measured = _as_measured(measured)
     if failure is not None or measured is None or not measured.values:
         return ClaimResult(**common, values=(), estimate=None, ci_low=None, ci_high=None,
@@ -127,16 +122,17 @@ def evaluate(experiment: str, spec: ClaimSpec, measured: Measured | float | bool
                        ci_high=found.high, verdict=verdict, note="; ".join(notes), **control_fields)
 
 
-def _statistic_name(spec: ClaimSpec) -> str:
-    if spec.exact:
-        return "exact"
-    return "fraction of seeds" if spec.expectation.statistic == "fraction" else spec.statistic
+def _declared(experiment: str, spec: ClaimSpec) -> dict:
+    """The fields of a judged claim that come from its declaration, not from a measurement."""
+    return dict(experiment=experiment, id=spec.id, statement=spec.statement, source=spec.source, quote=spec.quote,
+                band_reason=spec.band_reason, expected=spec.expectation.describe(),
+                statistic="exact" if spec.exact else "fraction of seeds" if spec.expectation.statistic == "fraction"
+                else spec.statistic, recorded=spec.recorded, figure=spec.figure, band=spec.expectation.bounds(),
+                control=spec.control.description if spec.control else spec.no_control,
+                disagreement=spec.disagreement.describe() if spec.disagreement else "")
 
 
 def skip(experiment: str, spec: ClaimSpec, reason: str) -> ClaimResult:
     """A claim not evaluated because its experiment was skipped (see ``Experiment.prepare``)."""
-    return ClaimResult(experiment, spec.id, spec.statement, spec.source, spec.quote, spec.band_reason,
-                       spec.expectation.describe(), _statistic_name(spec), (), None, None, None, SKIPPED,
-                       spec.recorded, reason, figure=spec.figure, band=spec.expectation.bounds(),
-                       control=spec.control.description if spec.control else spec.no_control,
-                       disagreement=spec.disagreement.describe() if spec.disagreement else "")
+    return ClaimResult(**_declared(experiment, spec), values=(), estimate=None, ci_low=None, ci_high=None,
+                       verdict=SKIPPED, note=reason)

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from repdyn.nn.progress import bound
 
 _CURRENT: ContextVar[Checkpointer | None] = ContextVar("repdyn_checkpointer", default=None)
 
@@ -64,14 +66,9 @@ def current() -> Checkpointer | None:
     return _CURRENT.get()
 
 
-@contextmanager
-def checkpointing(checkpointer: Checkpointer | None) -> Iterator[None]:
+def checkpointing(checkpointer: Checkpointer | None) -> AbstractContextManager[None]:
     """The training loops run inside this block save to and resume from ``checkpointer``."""
-    token = _CURRENT.set(checkpointer)
-    try:
-        yield
-    finally:
-        _CURRENT.reset(token)
+    return bound(_CURRENT, checkpointer)
 
 
 def rng_state(generator: torch.Generator | None) -> dict[str, Any]:

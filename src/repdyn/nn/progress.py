@@ -9,7 +9,7 @@ when it shows it, so the loop never waits on the device for it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from typing import Any
 
@@ -27,10 +27,15 @@ def report(step: int, total: int, loss: Any = None) -> None:
 
 
 @contextmanager
-def reporting(listener: Listener | None) -> Iterator[None]:
-    """Send the reports of the loops run inside this block to ``listener``."""
-    token = _LISTENER.set(listener)
+def bound(variable: ContextVar[Any], value: Any) -> Iterator[None]:
+    """``variable`` holds ``value`` inside this block (the way the runtime hands a loop its listeners)."""
+    token = variable.set(value)
     try:
         yield
     finally:
-        _LISTENER.reset(token)
+        variable.reset(token)
+
+
+def reporting(listener: Listener | None) -> AbstractContextManager[None]:
+    """Send the reports of the loops run inside this block to ``listener``."""
+    return bound(_LISTENER, listener)

@@ -125,15 +125,15 @@ def estimate(plan_: Plan, *, budget: float = 1.0, limit: float = 2.0) -> list[Es
     estimates = []
     for item in plan_.experiments:
         tasks = by_experiment.get(item.name, [])
-        stored = [task for task in tasks if store.verified(task.experiment, task.key) is not None]
-        todo = [task for task in tasks if task not in stored]
+        todo = [task for task in tasks if store.verified(task.experiment, task.key) is None]
+        stored = len(tasks) - len(todo)
         if item.skip_reason is not None or not todo:
             reason = f"skipped: {item.skip_reason}" if item.skip_reason else "every run is stored"
-            estimates.append(Estimate(item.name, 0, len(stored), 0.0, None, reason))
+            estimates.append(Estimate(item.name, 0, stored, 0.0, None, reason))
             continue
         seconds, peak, basis = _calibrate(todo[0], budget, limit)
         total = None if seconds is None else seconds * len(todo)
-        estimates.append(Estimate(item.name, len(todo), len(stored), total, peak, basis))
+        estimates.append(Estimate(item.name, len(todo), stored, total, peak, basis))
     return estimates
 
 

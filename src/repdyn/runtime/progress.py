@@ -12,13 +12,13 @@ import math
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from typing import Any, TextIO
 
 import torch
 
-from repdyn.nn.progress import Listener, reporting
+from repdyn.nn.progress import Listener, bound, reporting
 
 Display = Callable[[str], "Listener"]
 """``run name -> listener`` for that run (a terminal bar)."""
@@ -84,14 +84,9 @@ class RunLog:
         self.write(f"end {self.name}: {status} in {_clock(self.clock() - self.started)}")
 
 
-@contextmanager
-def showing(display: Display | None) -> Iterator[None]:
+def showing(display: Display | None) -> AbstractContextManager[None]:
     """Runs executed in this process inside this block report to ``display`` (a terminal bar per run)."""
-    token = _DISPLAY.set(display)
-    try:
-        yield
-    finally:
-        _DISPLAY.reset(token)
+    return bound(_DISPLAY, display)
 
 
 @contextmanager

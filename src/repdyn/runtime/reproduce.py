@@ -46,8 +46,7 @@ class PlannedExperiment:
     @property
     def controls(self) -> dict[Control, Any]:
         """Each distinct negative control of the experiment's claims -> the config it runs."""
-        return {spec.control: control_config(self.experiment, self.config, spec.control)
-                for spec in self.experiment.claims if spec.control is not None}
+        return {control: control_config(self.config, control) for control in controls_of(self.experiment)}
 
     def variants(self) -> list[tuple[Control | None, Any]]:
         """(None, config) for the experiment itself, then (control, config) per negative control."""
@@ -120,28 +119,29 @@ def plan(names: Sequence[str] | None, *, scale: str = "quick", overrides: Mappin
     return Plan(tuple(planned), scale, seed, device, Path(out))
 
 
-def control_config(experiment: Experiment, config: Any, control: Control) -> Any:
+def controls_of(experiment: Experiment) -> list[Control]:
+    """The distinct negative controls of an experiment's claims, in the order the claims name them."""
+    return list(dict.fromkeys(spec.control for spec in experiment.claims if spec.control is not None))
+
+
+def control_config(config: Any, control: Control) -> Any:
     """The config a negative control runs: ``config`` with the control's overrides, validated."""
     try:
         changed = dataclasses.replace(config, **control.config_changes())
         validate(changed)
     except (TypeError, ConfigError) as err:
-        raise ConfigError(f"{experiment.name}: control {control.description!r} does not fit the config: {err}") \
-            from None
+        raise ConfigError(f"control {control.description!r} does not fit the config: {err}") from None
     return changed
 
 
 def _prepare(experiment: Experiment, config: Any) -> str | None:
     try:
         reason = experiment.prepare(config)
-        for spec in experiment.claims:
-            if spec.control is not None:
-                experiment.prepare(control_config(experiment, config, spec.control))
+        for control in controls_of(experiment):
+            experiment.prepare(control_config(config, control))
         return reason
     except ConfigError as err:
-        message = str(err)
-        raise ConfigError(message if message.startswith(experiment.name) else f"{experiment.name}: {message}") \
-            from None
+        raise ConfigError(f"{experiment.name}: {err}") from None
 
 
 def _variant_tasks(plan_: Plan, item: PlannedExperiment, config: Any, jobs: int,
