@@ -192,17 +192,17 @@ def plan_command(scale: str = ScaleOpt,
                  out: Path = typer.Option(Path("repdyn-out"), "--out", help="Output folder (its stored runs cost "
                                                                             "nothing)"),
                  seed: int = SeedOpt, device: str = DeviceOpt,
-                 budget: float = typer.Option(1.0, "--budget", help="CPU-seconds of calibration per experiment"),
+                 within: float = typer.Option(45.0, "--within", help="Seconds the calibrations may take in all "
+                                                                       "(they run side by side, one per processor)"),
                  as_json: bool = JsonOpt) -> None:
     """Estimate what a reproduction would cost, before anything runs: per experiment the runs to compute, their
     CPU time and peak memory, from a short calibration on this machine."""
     from repdyn.runtime.estimate import estimate, format_seconds, total_seconds
 
-    if not budget > 0:
-        raise ConfigError(f"--budget {budget:g} is out of range: must be > 0 seconds")
+    if not within > 0:
+        raise ConfigError(f"--within {within:g} is out of range: must be > 0 seconds")
     names = [n.strip() for n in only.split(",") if n.strip()] if only else None
-    estimates = estimate(plan(names, scale=scale, seed=seed, device=device, out=out), budget=budget,
-                         limit=2 * budget)
+    estimates = estimate(plan(names, scale=scale, seed=seed, device=device, out=out), within=within)
     total = total_seconds(estimates)
     if as_json:
         print(json.dumps({"scale": scale, "cpu_seconds": total,

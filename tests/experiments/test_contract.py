@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+import torch
 
 from repdyn.experiments.base import SCALES
 from repdyn.report.render import write_report
@@ -94,3 +95,15 @@ def test_smoke_scale_runs_with_controls_and_every_claim_gets_a_verdict(experimen
     uncontrolled = [c.id for c in outcome.claims
                     if specs[c.id].control is not None and c.control_verdict in ("", "not measured")]
     assert uncontrolled == [], "a declared control did not run or measured nothing"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("experiment", EXPERIMENTS, ids=lambda e: e.name)
+def test_smoke_scale_runs_end_to_end_on_cuda(experiment, tmp_path):
+    """``--device cuda``: the same runs on the accelerator, analysed into a verdict for every claim."""
+    plan_ = plan([experiment.name], scale="smoke", device="cuda", out=tmp_path / "out")
+    execute(plan_)
+    (outcome,) = analyse(plan_)
+    assert outcome.errors == []
+    assert all(c.skipped or c.estimate is not None or "diverged" in c.note for c in outcome.claims)

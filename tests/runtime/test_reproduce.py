@@ -220,7 +220,7 @@ def test_plan_estimates_cheap_experiments_within_a_factor_two_before_anything_ru
     out = tmp_path / "out"
     plan_ = plan(["fixture.tanh_regression", "fixture.least_squares"], scale="smoke",
                  overrides={"steps": "20000"}, out=out)
-    estimates = {e.experiment: e for e in estimate(plan_, budget=0.5)}
+    estimates = {e.experiment: e for e in estimate(plan_, within=0.5, budget=0.5)}
     assert not out.exists()  # an estimate writes nothing
     assert "of 20000 steps calibrated" in estimates["fixture.tanh_regression"].basis
     assert estimates["fixture.least_squares"].basis == "run 'lr=0.1' timed whole"
@@ -231,7 +231,7 @@ def test_plan_estimates_cheap_experiments_within_a_factor_two_before_anything_ru
                        for path in (store.root / name).glob("[!.]*.npz"))
         assert e.runs == len(list((store.root / name).glob("[!.]*.npz")))
         assert 0.5 <= e.cpu_seconds / measured <= 2.0, (name, e.cpu_seconds, measured)
-    again = {e.experiment: e for e in estimate(plan_, budget=0.5)}
+    again = {e.experiment: e for e in estimate(plan_, within=0.5, budget=0.5)}
     assert all(e.runs == 0 and e.cpu_seconds == 0 for e in again.values())
     listed = repdyn("plan", "--only", "fixture", "--scale", "smoke", "--out", str(tmp_path / "x"), env=cli_env)
     assert listed.returncode == 0 and "fixture.fits" in listed.stdout and "total: " in listed.stdout

@@ -14,6 +14,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import resource
+import signal
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -40,7 +41,7 @@ class Estimate:
 
 
 class _Enough(Exception):
-    """Raised inside the calibrated run once its rate is known."""
+    """Raised inside the calibrated run once its rate is known, or when its CPU-time limit is reached."""
 
 
 def _cpu() -> float:
@@ -48,8 +49,9 @@ def _cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _calibrate_in_child(task: Task, budget: float, queue: Any) -> None:
-    """Run ``task`` until ``budget`` CPU-seconds have passed with progress reported; put what was seen."""
+def _calibrate_in_child(task: Task, budget: float, limit: float, queue: Any) -> None:
+    """Run ``task`` until ``budget`` CPU-seconds have passed with progress reported, or ``limit`` with a single
+    report; put what was seen."""
     torch.set_num_threads(1)  # a forked child must not use the parent's OpenMP pool; CPU time is what counts
     start = _cpu()
     baseline_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # what the fork shares
@@ -63,6 +65,11 @@ def _calibrate_in_child(task: Task, budget: float, queue: Any) -> None:
             seen.append((now, step, total))
             raise _Enough
 
+    def out_of_time(signum: int, frame: Any) -> None:
+        raise _Enough
+
+    signal.signal(signal.SIGPROF, out_of_time)
+    signal.setitimer(signal.ITIMER_PROF, limit)  # counts this process's CPU time, as the limit does
     experiment = registry.get(task.experiment)
     config = from_dict(experiment.Config, task.config)
     finished = False
@@ -75,14 +82,19 @@ def _calibrate_in_child(task: Task, budget: float, queue: Any) -> None:
     except Exception as err:  # noqa: BLE001 - a run that fails here fails in the reproduction too; say so
         queue.put(("error", f"{type(err).__name__}: {err}", 0.0))
         return
+    finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - baseline_mib
     elapsed = _cpu() - start
     if finished:
         queue.put(("timed", elapsed, peak_mib))
-    else:
+    elif len(seen) >= 2 and seen[-1][1] > seen[-2][1]:
         (t0, s0, _), (t1, s1, total) = seen[-2], seen[-1]
         rate = (s1 - s0) / max(t1 - t0, 1e-9)
         queue.put(("rate", t0 + (total - s0) / rate, peak_mib, s1, total))
+    elif seen:  # one step of the first loop in the time allowed: its cost, set-up included, bounds the rate
+        t0, s0, total = seen[0]
+        queue.put(("first", t0 * total / (s0 + 1), peak_mib, s0 + 1, total))
 
 
 def _cpu_of(pid: int | None) -> float:
@@ -94,47 +106,81 @@ def _cpu_of(pid: int | None) -> float:
         return 0.0
 
 
-def _calibrate(task: Task, budget: float, limit: float) -> tuple[float | None, float | None, str]:
-    context = multiprocessing.get_context("fork")
-    queue = context.Queue()
-    child = context.Process(target=_calibrate_in_child, args=(task, budget, queue), daemon=True)
-    child.start()
-    deadline = time.monotonic() + 30 * limit  # a guard for a child that cannot get the processor at all
-    while child.is_alive() and queue.empty() and _cpu_of(child.pid) < limit and time.monotonic() < deadline:
-        time.sleep(0.02)
-    if queue.empty():
-        child.kill()
-        child.join()
-        return None, None, f"no estimate: run {task.label!r} reported no progress within {limit:g} CPU-s"
-    found = queue.get()
-    child.join()
-    if found[0] == "error":
-        return None, None, f"run {task.label!r} failed while calibrating: {found[1]}"
-    if found[0] == "timed":
-        return found[1], found[2], f"run {task.label!r} timed whole"
-    _, seconds, peak, steps, total = found
-    return seconds, peak, f"run {task.label!r}: {steps} of {total} steps calibrated"
+class _Calibration:
+    """One forked calibration of ``task``, stopped once it has used ``limit`` CPU-seconds."""
+
+    def __init__(self, task: Task, budget: float, limit: float) -> None:
+        context = multiprocessing.get_context("fork")
+        self.task, self.limit, self.queue = task, limit, context.Queue()
+        self.child = context.Process(target=_calibrate_in_child, args=(task, budget, limit, self.queue), daemon=True)
+        self.child.start()
+        self.deadline = time.monotonic() + 30 * limit + 30  # a guard for a child that cannot get the processor at all
+
+    def running(self) -> bool:
+        return (self.child.is_alive() and self.queue.empty() and _cpu_of(self.child.pid) < 1.5 * self.limit + 1
+                and time.monotonic() < self.deadline)
+
+    def result(self) -> tuple[float | None, float | None, str]:
+        label = self.task.label
+        if self.queue.empty():
+            self.child.kill()
+            self.child.join()
+            return None, None, f"no estimate: run {label!r} reported no progress within {self.limit:.3g} CPU-s"
+        found = self.queue.get()
+        self.child.join()
+        if found[0] == "error":
+            return None, None, f"run {label!r} failed while calibrating: {found[1]}"
+        if found[0] == "timed":
+            return found[1], found[2], f"run {label!r} timed whole"
+        if found[0] == "first":
+            _, seconds, peak, steps, total = found
+            return seconds, peak, (f"run {label!r}: {steps} of {total} steps in {self.limit:.3g} CPU-s, set-up "
+                                   "included (an upper bound)")
+        _, seconds, peak, steps, total = found
+        return seconds, peak, f"run {label!r}: {steps} of {total} steps calibrated"
 
 
-def estimate(plan_: Plan, *, budget: float = 1.0, limit: float = 2.0) -> list[Estimate]:
-    """The cost of what ``execute(plan_)`` would compute, per experiment (skipped experiments cost nothing)."""
+def workers() -> int:
+    """The processors this process may use: calibrations run side by side on them."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def estimate(plan_: Plan, *, within: float = 45.0, budget: float | None = None) -> list[Estimate]:
+    """The cost of what ``execute(plan_)`` would compute, per experiment (skipped experiments cost nothing).
+
+    Calibrations run side by side, one per processor, each for at most ``limit`` CPU-seconds, chosen so that all
+    of them end within about ``within`` seconds (never less than 2); ``budget`` (default ``limit / 2``) is how
+    long a loop is watched before its rate is taken."""
     store = plan_.store
     by_experiment: dict[str, list[Task]] = {}
     for task in tasks_for(plan_):
         by_experiment.setdefault(task.experiment, []).append(task)
-    estimates = []
+    found: dict[str, Estimate] = {}
+    todo_of: dict[str, list[Task]] = {}
     for item in plan_.experiments:
         tasks = by_experiment.get(item.name, [])
         todo = [task for task in tasks if store.verified(task.experiment, task.key) is None]
-        stored = len(tasks) - len(todo)
         if item.skip_reason is not None or not todo:
             reason = f"skipped: {item.skip_reason}" if item.skip_reason else "every run is stored"
-            estimates.append(Estimate(item.name, 0, stored, 0.0, None, reason))
-            continue
-        seconds, peak, basis = _calibrate(todo[0], budget, limit)
-        total = None if seconds is None else seconds * len(todo)
-        estimates.append(Estimate(item.name, len(todo), stored, total, peak, basis))
-    return estimates
+            found[item.name] = Estimate(item.name, 0, len(tasks) - len(todo), 0.0, None, reason)
+        else:
+            todo_of[item.name] = todo
+    slots = workers()
+    limit = max(2.0, slots * within / max(len(todo_of), 1))
+    budget = limit / 2 if budget is None else min(budget, limit)
+    waiting, running = list(todo_of), {}
+    while waiting or running:
+        while waiting and len(running) < slots:
+            name = waiting.pop(0)
+            running[name] = _Calibration(todo_of[name][0], budget, limit)
+        time.sleep(0.02)
+        for name in [n for n, c in running.items() if not c.running()]:
+            seconds, peak, basis = running.pop(name).result()
+            todo = todo_of[name]
+            stored = len(by_experiment[name]) - len(todo)
+            total = None if seconds is None else seconds * len(todo)
+            found[name] = Estimate(name, len(todo), stored, total, peak, basis)
+    return [found[item.name] for item in plan_.experiments]
 
 
 def total_seconds(estimates: Sequence[Estimate]) -> float | None:
