@@ -212,12 +212,15 @@ def plan_command(scale: str = ScaleOpt,
     for column in ("experiment", "runs to compute", "stored", "CPU time", "peak memory per run", "basis"):
         table.add_column(column)
     for e in estimates:
-        table.add_row(e.experiment, str(e.runs), str(e.stored), format_seconds(e.cpu_seconds),
+        table.add_row(e.experiment, str(e.runs), str(e.stored), e.cost(),
                       "?" if e.peak_mib is None else f"{e.peak_mib:.0f} MiB", e.basis)
     Console(width=200).print(table)
-    unknown = sum(e.cpu_seconds is None for e in estimates)
-    print(f"total: {format_seconds(total)} CPU" if total is not None else
-          f"total: unknown ({unknown} experiment(s) without an estimate)")
+    bounds = sorted({e.bound for e in estimates if e.bound})
+    if total is None:
+        print(f"total: unknown ({sum(e.cpu_seconds is None for e in estimates)} experiment(s) failed to start)")
+    else:
+        print(f"total: {format_seconds(total)} CPU" + (f" (some estimates are bounds: {', '.join(bounds)})"
+                                                        if bounds else ""))
 
 
 @app.command()

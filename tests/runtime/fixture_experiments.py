@@ -100,6 +100,14 @@ class TanhRegressionConfig:
     kill_marker: str = param("", help="run 1 SIGKILLs its own process if this file is missing, creating it first "
                                       "(to test a worker dying mid-sweep); empty: nothing is killed")
     delay: float = param(0.0, ge=0, help="seconds to sleep per run")
+    setup_cpu: float = param(0.0, ge=0, help="CPU-seconds spent before the loop (a slow set-up)")
+    step_cpu: float = param(0.0, ge=0, help="CPU-seconds spent in each step (a slow step)")
+
+
+def _busy(seconds: float) -> None:
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
 
 
 class TanhRegression(Experiment):
@@ -124,6 +132,7 @@ class TanhRegression(Experiment):
                 handle.write(str(os.getpid()))
             os.kill(os.getpid(), signal.SIGKILL)
         trace(run.label)
+        _busy(config.setup_cpu)
         generator = torch.Generator().manual_seed(seed)
         x = torch.randn(config.n, 8, generator=generator)
         y = torch.sin(x.sum(1, keepdim=True))
@@ -132,6 +141,7 @@ class TanhRegression(Experiment):
         x, y = x.to(device), y.to(device)
         losses = torch.empty(config.steps)
         for step in range(config.steps):
+            _busy(config.step_cpu)
             loss = 0.5 * (torch.tanh(x @ w1) @ w2 - y).pow(2).mean()
             losses[step] = loss.detach()
             report(step, config.steps, losses[step])

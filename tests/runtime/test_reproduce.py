@@ -238,6 +238,24 @@ def test_plan_estimates_cheap_experiments_within_a_factor_two_before_anything_ru
     assert not (tmp_path / "x").exists()
 
 
+def test_plan_bounds_what_its_calibration_cannot_time(tmp_path):
+    """A set-up longer than the limit gives a lower bound (the limit per run); a first step longer than it an
+    upper bound (that step, set-up included, for every step); calibrations run side by side."""
+    from repdyn.runtime.estimate import estimate
+    from repdyn.runtime.reproduce import plan
+
+    slow_setup = plan(["fixture.tanh_regression"], scale="smoke", overrides={"runs": "2", "setup_cpu": "5"},
+                      out=tmp_path / "a")
+    (e,) = estimate(slow_setup, within=1.0)
+    assert (e.bound, e.cpu_seconds, e.cost()) == ("at least", 2 * 2.0, "≥ 4 s")
+    assert "reported no progress within 2 CPU-s" in e.basis
+    slow_step = plan(["fixture.tanh_regression"], scale="smoke", overrides={"runs": "1", "steps": "10",
+                                                                           "step_cpu": "1.5"}, out=tmp_path / "b")
+    (e,) = estimate(slow_step, within=1.0)
+    assert e.bound == "at most" and "1 of 10 steps in 2 CPU-s" in e.basis
+    assert 10 * 1.5 <= e.cpu_seconds <= 10 * 2.0
+
+
 def test_a_run_killed_mid_training_resumes_from_its_checkpoint_bit_identical(tmp_path, cli_env):
     args = ["run", "fixture.long_training", "--set", "steps=2500"]
     reference = repdyn(*args, "--checkpoint-every", "0", "--out", str(tmp_path / "reference"), env=cli_env)

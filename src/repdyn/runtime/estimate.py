@@ -38,6 +38,13 @@ class Estimate:
     cpu_seconds: float | None
     peak_mib: float | None
     basis: str
+    bound: str = ""
+    """"at least" or "at most" where the calibration could only bound the cost, else ""."""
+
+    def cost(self) -> str:
+        """The CPU time as a table shows it: "?" when unknown, "≥ 5 min" for a lower bound."""
+        sign = {"at least": "≥ ", "at most": "≤ "}.get(self.bound, "")
+        return sign + format_seconds(self.cpu_seconds)
 
 
 class _Enough(Exception):
@@ -120,24 +127,24 @@ class _Calibration:
         return (self.child.is_alive() and self.queue.empty() and _cpu_of(self.child.pid) < 1.5 * self.limit + 1
                 and time.monotonic() < self.deadline)
 
-    def result(self) -> tuple[float | None, float | None, str]:
+    def result(self) -> tuple[float | None, float | None, str, str]:
+        """CPU-seconds of the run, its peak MiB, the basis, and the bound ("at least", "at most" or "")."""
         label = self.task.label
         if self.queue.empty():
             self.child.kill()
             self.child.join()
-            return None, None, f"no estimate: run {label!r} reported no progress within {self.limit:.3g} CPU-s"
+            return self.limit, None, f"run {label!r} reported no progress within {self.limit:.3g} CPU-s", "at least"
         found = self.queue.get()
         self.child.join()
         if found[0] == "error":
-            return None, None, f"run {label!r} failed while calibrating: {found[1]}"
+            return None, None, f"run {label!r} failed while calibrating: {found[1]}", ""
         if found[0] == "timed":
-            return found[1], found[2], f"run {label!r} timed whole"
-        if found[0] == "first":
-            _, seconds, peak, steps, total = found
-            return seconds, peak, (f"run {label!r}: {steps} of {total} steps in {self.limit:.3g} CPU-s, set-up "
-                                   "included (an upper bound)")
+            return found[1], found[2], f"run {label!r} timed whole", ""
         _, seconds, peak, steps, total = found
-        return seconds, peak, f"run {label!r}: {steps} of {total} steps calibrated"
+        if found[0] == "first":
+            return seconds, peak, f"run {label!r}: {steps} of {total} steps in {self.limit:.3g} CPU-s, set-up " \
+                                  "included", "at most"
+        return seconds, peak, f"run {label!r}: {steps} of {total} steps calibrated", ""
 
 
 def workers() -> int:
@@ -175,11 +182,11 @@ def estimate(plan_: Plan, *, within: float = 45.0, budget: float | None = None) 
             running[name] = _Calibration(todo_of[name][0], budget, limit)
         time.sleep(0.02)
         for name in [n for n, c in running.items() if not c.running()]:
-            seconds, peak, basis = running.pop(name).result()
+            seconds, peak, basis, bound = running.pop(name).result()
             todo = todo_of[name]
             stored = len(by_experiment[name]) - len(todo)
             total = None if seconds is None else seconds * len(todo)
-            found[name] = Estimate(name, len(todo), stored, total, peak, basis)
+            found[name] = Estimate(name, len(todo), stored, total, peak, basis, bound)
     return [found[item.name] for item in plan_.experiments]
 
 
