@@ -60,7 +60,9 @@ SETTINGS = ("established at QUICK SCALE ONLY (provisional), not at the paper's s
             "(~17 CPU-hours) that was not run. Pilots: lambda 0.002 / init 1 (width 32, L 12, 4000 steps): residual "
             "0.6-2.8; identity initialisation (quick, 3 seeds): residual 0.71-0.98 and no bottleneck (rank 32 of 32)")
 RULED_OUT = ("the diagnostics (exact on shot critical networks: experiment leaky_resnet.critical, tests/theory); the "
-             "discretisation (its O(rho L~) error, measured on shot networks, is far below the gap); ReLU kinks alone "
+             "discretisation as the cause (exact shot networks at the same rho L~ = 0.25 are critical to rounding, "
+             "with an h spread of about half the size of the Eq. (1) terms; the trained networks are not critical: "
+             "residual 1-3.5); ReLU kinks alone "
              "(a softplus net stalls too, issue 17); Adam alone (issue 17: Adam 20000 steps, L-BFGS 3000 iterations, "
              "Levenberg-Marquardt: median stationarity residual 0.07-0.73, never below 0.01 on a net that fits); "
              "seed noise (8 seeds); float32 training (6 float64 seeds gave the same verdicts)")
