@@ -58,7 +58,9 @@ SETTINGS = ("established at QUICK SCALE ONLY (provisional), not at the paper's s
             "steps (float32 training, float64 diagnostics), no cap, 8 seeds batched. The paper's settings (width "
             "200, L 50, N 1000, lambda 0.002, init 1, 20000 Adam + 10000 SGD epochs, L~ up to 20) are a GPU job "
             "(~17 CPU-hours) that was not run. Pilots: lambda 0.002 / init 1 (width 32, L 12, 4000 steps): residual "
-            "0.6-2.8; identity initialisation (quick, 3 seeds): residual 0.71-0.98 and no bottleneck (rank 32 of 32)")
+            "0.6-2.8; identity initialisation (quick, 3 seeds): residual 0.71-0.98 and no bottleneck (rank 32 of 32); "
+            "a continuation in L~ (1 -> 3 -> 6, quick, 3 seeds): residual 0.61-0.77, h spread 3.6-5 k*, median h - k* "
+            "-5.6 to -8.2, middle rank - k* 6.5-9: nearer a critical point, still outside every band")
 RULED_OUT = ("the diagnostics (exact on shot critical networks: experiment leaky_resnet.critical, tests/theory); the "
              "discretisation as the cause (exact shot networks at the same rho L~ = 0.25 are critical to rounding, "
              "with an h spread of about half the size of the Eq. (1) terms; the trained networks are not critical: "
