@@ -92,3 +92,24 @@ def test_structures_runs_one_independent_run_per_ltilde_at_paper_scale():
     analysis = experiment.analyse(config, results)
     assert {c.id for c in experiment.claims} <= set(analysis.measured)
     assert all(len(m.values) == config.seeds for m in analysis.measured.values())
+
+
+def test_irregular_null_control_is_the_equidistant_scheme_untrained():
+    """The a = 0 control of h5_irregular_better runs untrained: irregular and equidistant are then one computation,
+    so every paired difference is exactly 0 and the claim fails on it (training would only repeat that at cost)."""
+    exp = BY_NAME["leaky_resnet.discretisation"]
+    overrides = dict(next(c.control for c in exp.claims if c.id == "h5_irregular_better").overrides)
+    assert overrides["irregular_a"] == 0.0 and overrides["adam_steps"] == 0
+    cfg = dataclasses.replace(exp.config("smoke"), depths=(4,), **overrides)
+    results = {run.label: exp.execute(cfg, run, 3, "cpu") for run in exp.runs(cfg)}
+    np.testing.assert_array_equal(results["L=4"]["test_error"][0], results["L=4"]["test_error"][1])
+    assert list(exp.analyse(cfg, results).measured["h5_irregular_better"].values) == [0.0] * cfg.seeds
+
+
+def test_spearman_is_exact_on_a_band_edge():
+    from repdyn.experiments.leaky_resnet.discretisation import _spearman
+
+    depths = np.array([4, 8, 12, 16])
+    assert _spearman(depths, np.array([1.4, 1.05, 1.07, 1.08])) == -0.2
+    assert _spearman(depths, np.array([1.4, 1.05, 1.09, 1.07])) == -0.4  # sum d^2 = 14: not -0.39999999999999997
+    assert _spearman(depths, -depths.astype(float)) == -1.0 and _spearman(depths, np.ones(4)) == 0.0
