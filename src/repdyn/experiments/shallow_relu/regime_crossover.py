@@ -145,9 +145,9 @@ class RegimeCrossover(Experiment):
                                "paired; 10 seeds; and the same networks run on towards a fit (3 seeds)",
                       measured="D = 0.551 [0.549, 0.557] (10 seeds) at 10000 steps, where the residual is still "
                                "3.9-5.3 × RMS(S_cub − S_lin); trained on, D falls as the fit improves: 0.43-0.54 at "
-                               "60000 steps (rms/sep 0.77-1.10), 0.38-0.40 once fitted (rms/sep 0.08-0.17 after "
-                               "200000 steps; one seed stalls at 0.49 with D = 0.40): the adaptive end lands nearer "
-                               "the cubic spline than the linear interpolant",
+                               "60000 steps (rms/sep 0.77-1.10) and 0.36-0.45 after 200000 steps (3 seeds: the one "
+                               "that fits, rms/sep 0.08, ends at D = 0.36; two stall at rms/sep 0.49 with D = 0.40, "
+                               "0.45): the adaptive end lands nearer the cubic spline than the linear interpolant",
                       ruled_out="the step size (the η/2 twins at the same flow time move D by ≤ 0.035); the flow "
                                 "time (run to a fit, D moves away from 1, not towards it); the seed count (10); the "
                                 "width (m = 1000, one seed: D = 0.54 after 50000 steps, rms/sep 1.18, falling). "
