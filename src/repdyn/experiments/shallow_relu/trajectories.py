@@ -96,12 +96,14 @@ class NeuronTrajectories(Experiment):
                       settings="the paper's Fig. 6 settings: 10 points of a square wave (SQ10), m = 1000, α = √m, "
                                "10000 GD steps (epochs), δ = +∞ by training only (a, b); c⁰ = U(±1)/√m paired; "
                                "3 seeds",
-                      measured="rms/sep = 12.6 (3 seeds, 12.5-12.6), L/L0 = 0.60: 81-85 % of the c < 0 neurons end "
-                               "inactive on every sample; the knots that remain sit at samples (K_ε = 1.0)",
-                      ruled_out="the step size and the step cap (the audit of issue 16 saw the same stall under "
-                                "gradient flow at every η: Σy = +2 drives the c < 0 neurons into the dead arc); the "
-                                "width (m = 200 stalls at the same L/L0 = 0.60); the seeds. Not ruled out: the "
-                                "paper's unstated sampling of the square wave and its initialisation for Fig. 6",
+                      measured="rms/sep = 4.24 [4.24, 4.24] (3 seeds), L/L0 = 0.60: 81-85 % of the c < 0 neurons "
+                               "end inactive on every sample; the knots that remain sit at samples (K_ε = 1.0). A "
+                               "stall, not slowness: run 6× longer (60000 steps, m = 200) δ = +∞ stays at L/L0 = "
+                               "0.60 while δ = −∞ (train c) goes on down from 0.61-0.64 to 0.21-0.36",
+                      ruled_out="the flow time (above); the step size (the audit of issue 16 saw the same stall "
+                                "under gradient flow at every η: Σy = +2 drives the c < 0 neurons into the dead "
+                                "arc); the width (m = 200 and 1000 alike); the seeds. Not ruled out: the paper's "
+                                "unstated sampling of the square wave and its initialisation for Fig. 6",
                       doc="docs/reproduction/001.md#square-wave-stall")),
         ClaimSpec("attractor_occupancy",
                   "Fig. 9 snapshot at δ = +∞: the fraction of neurons whose knot sits within ε = h/10 of a sample on a "
