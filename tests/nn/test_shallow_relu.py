@@ -3,8 +3,11 @@ with the dynamical checks T3, T5, T14, T15, T16 of spec 001 §2.10."""
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import pytest
+import torch
 
 from repdyn.nn import Diverged
 from repdyn.nn import shallow_relu as nsr
@@ -165,3 +168,55 @@ def test_stops_when_converged():
                                   max_steps=3000, tol=1e-3, lr_fraction=1.0)
     assert res.converged[0] and res.steps[0] < 3000 and res.loss_steps[-1] == res.steps[0]
     assert res.loss[-1, 0] <= 1e-3 * 0.5 * np.sum(y**2)
+
+
+def _digest(res: nsr.GDResult) -> str:
+    """sha256 (16 hex digits) of every array of a GDResult, shapes and dtypes included."""
+    h = hashlib.sha256()
+    arrays = [*res.params, *(getattr(res, k) for k in ("loss_steps", "loss", "steps", "time", "converged",
+                                                       "lr_fraction", "ntk_initial", "ntk_final", "delta_drift",
+                                                       "track_steps", "trajectory"))]
+    arrays += [p for s in sorted(res.snapshots) for p in (np.array(s), *res.snapshots[s])]
+    for v in map(np.asarray, arrays):
+        h.update(f"{v.shape}{v.dtype}".encode())
+        h.update(np.ascontiguousarray(v).tobytes())
+    return h.hexdigest()[:16]
+
+
+def _gd_cases(device: str = "cpu") -> list[nsr.GDResult]:
+    """Tracking, snapshots, halving, the step cap, per-network stopping and a stop between recorded steps."""
+    rng = np.random.default_rng(3)
+    nets = [nsr.uniform_init(20, rng, 1.0), nsr.uniform_init(8, rng, 0.5)]
+
+    def batch(n: int = 2) -> nsr.ShallowReLUBatch:
+        return nsr.ShallowReLUBatch.stack(nets[:n], [np.sqrt(20), np.sqrt(8)][:n], [True, True][:n],
+                                          [True, False][:n], device)
+
+    sine = np.sin(np.pi * X)
+    return [nsr.train_full_batch_gd(batch(), X, sine, max_steps=3000, tol=1e-3, lr_fraction=1.0, record_every=7,
+                                    track=np.array([0, 3]), track_every=5, snapshot_steps=(0, 10, 2999)),
+            nsr.train_full_batch_gd(batch(), X, Y, max_steps=400, tol=0.0, lr_fraction=1.9, record_every=50,
+                                    max_move=0.05, track=np.array([1]), snapshot_steps=(100,)),
+            nsr.train_full_batch_gd(batch(1), X, sine, max_steps=3000, tol=1e-3, lr_fraction=1.0, record_every=7,
+                                    track=np.array([0, 3]), track_every=5, snapshot_steps=(0, 10, 700))]
+
+
+def test_device_resident_loop_is_bit_identical_on_cpu():
+    """Issue 22: the loop keeps its records on the device and synchronises only at recorded steps; on CPU its
+    results are bit-identical to the earlier loop that copied to the host every step (digests of that loop)."""
+    results = _gd_cases()
+    assert [_digest(r) for r in results] == ["124093b06c079608", "146460f58ef5dfd9", "1e7635e6079354a5"]
+    stopped = results[2]  # converged at step 613, between recorded steps: nothing past it is kept
+    assert stopped.steps[0] == 613 and stopped.loss_steps[-1] == 613 and stopped.track_steps[-1] == 610
+    assert sorted(stopped.snapshots) == [0, 10]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_loop_runs_on_cuda_like_cpu():
+    """The same loop on torch.device("cuda") agrees with CPU (float64; summation order may differ)."""
+    for gpu, cpu in zip(_gd_cases("cuda"), _gd_cases()):
+        assert gpu.loss_steps.tolist() == cpu.loss_steps.tolist() and np.array_equal(gpu.steps, cpu.steps)
+        for g, c in zip(gpu.params, cpu.params):
+            np.testing.assert_allclose(g, c, rtol=1e-7, atol=1e-9)
+        np.testing.assert_allclose(gpu.loss, cpu.loss, rtol=1e-7, atol=1e-12)
+        assert sorted(gpu.snapshots) == sorted(cpu.snapshots)

@@ -213,31 +213,36 @@ def train_full_batch_gd(nets: ShallowReLUBatch, x: np.ndarray, y: np.ndarray, *,
     lam_max = torch.linalg.eigvalsh(ntk_initial)[:, -1]
     q90 = max(1, int(np.ceil(0.9 * nets.a.shape[1])))  # the 90th-percentile neuron (k-th smallest of M)
 
+    # Everything the loop records stays on the device and is copied to the host once, after the loop: the only
+    # host synchronisations are the finiteness and all-stopped checks at recorded steps (every record_every).
     loss_steps, losses, track_steps, trajectory, snapshots = [], [], [], [], {}
     previous = None
     threshold = None
+    stopped_at = torch.full((), -1, dtype=torch.int64, device=device)  # first step at which every network stopped
     for step in range(max_steps + 1):
         rho, ga, gb, gc = loss_gradients(xt, yt, nets.a, nets.b, nets.c, nets.alpha)
         loss = 0.5 * (rho**2).sum(-1)
         report(step, max_steps, loss)
         if step == 0:
             threshold = tol * torch.maximum(loss, 0.5 * (yt**2).sum())
-        if step % record_every == 0 or step == max_steps:
-            check_finite(loss, step)
+        if previous is not None:
+            fraction = torch.where(loss > 1.01 * previous, fraction / 2, fraction)
+        active = active & (loss > threshold)
+        stopped_at = torch.where((stopped_at < 0) & ~active.any(), step, stopped_at)
+        recorded = step % record_every == 0 or step == max_steps
+        if recorded:
+            stop = int(stopped_at)
+            check_finite(loss, step if stop < 0 else stop)
             loss_steps.append(step)
-            losses.append(loss.cpu().numpy())
+            losses.append(loss)
             drift = torch.maximum(drift, ((layer_imbalance(nets.a, nets.b, nets.c) - delta0).abs()
                                           / delta_scale).amax(-1))
         if step % track_every == 0 and track_idx.numel():
             track_steps.append(step)
-            trajectory.append(torch.stack([nets.a[:, track_idx], nets.b[:, track_idx], nets.c[:, track_idx]],
-                                          -1).cpu().numpy())
+            trajectory.append(torch.stack([nets.a[:, track_idx], nets.b[:, track_idx], nets.c[:, track_idx]], -1))
         if step in snapshot_steps:
-            snapshots[step] = nets.params()
-        if previous is not None:
-            fraction = torch.where(loss > 1.01 * previous, fraction / 2, fraction)
-        active = active & (loss > threshold)
-        if step == max_steps or not bool(active.any()):
+            snapshots[step] = tuple(t.clone() for t in (nets.a, nets.b, nets.c))
+        if step == max_steps or (recorded and stop >= 0):
             break
         if step % lr_every == 0 and step > 0:
             lam_max = torch.linalg.eigvalsh(nets.tangent_kernel(xt))[:, -1]
@@ -253,17 +258,25 @@ def train_full_batch_gd(nets: ShallowReLUBatch, x: np.ndarray, y: np.ndarray, *,
         time += lr
         previous = loss
 
-    if loss_steps[-1] != step:
-        check_finite(loss, step)
-        loss_steps.append(step)
-        losses.append(loss.cpu().numpy())
+    # After every network stopped nothing changes (η = 0): what was recorded past that step is dropped, so the
+    # result is the one of a loop that stopped there.
+    last = int(stopped_at) if int(stopped_at) >= 0 else step
+    kept = [i for i, s in enumerate(loss_steps) if s <= last]
+    loss_steps, losses = [loss_steps[i] for i in kept], [losses[i] for i in kept]
+    if loss_steps[-1] != last:
+        check_finite(loss, last)
+        loss_steps.append(last)
+        losses.append(loss)
+    track_steps = [s for s in track_steps if s <= last]
+    trajectory = trajectory[:len(track_steps)]
     drift = torch.maximum(drift, ((layer_imbalance(nets.a, nets.b, nets.c) - delta0).abs()
                                   / delta_scale).amax(-1))
+    host = lambda t: t.detach().cpu().numpy()  # noqa: E731
     empty_track = np.zeros((0, n_nets, track_idx.numel(), 3))
     return GDResult(
-        params=nets.params(), loss_steps=np.array(loss_steps), loss=np.array(losses),
-        steps=steps.cpu().numpy(), time=time.cpu().numpy(), converged=(loss <= threshold).cpu().numpy(),
-        lr_fraction=fraction.cpu().numpy(),
-        ntk_initial=ntk_initial.cpu().numpy(), ntk_final=nets.tangent_kernel(xt).cpu().numpy(),
-        delta_drift=drift.cpu().numpy(), track_steps=np.array(track_steps, dtype=np.int64),
-        trajectory=np.array(trajectory) if trajectory else empty_track, snapshots=snapshots)
+        params=nets.params(), loss_steps=np.array(loss_steps), loss=host(torch.stack(losses)),
+        steps=host(steps), time=host(time), converged=host(loss <= threshold), lr_fraction=host(fraction),
+        ntk_initial=host(ntk_initial), ntk_final=host(nets.tangent_kernel(xt)), delta_drift=host(drift),
+        track_steps=np.array(track_steps, dtype=np.int64),
+        trajectory=host(torch.stack(trajectory)) if trajectory else empty_track,
+        snapshots={s: tuple(host(t).copy() for t in p) for s, p in snapshots.items() if s <= last})

@@ -98,7 +98,15 @@ class InitScale(Experiment):
     )
 
     def runs(self, config: InitScaleConfig) -> list[RunSpec]:
-        return [RunSpec("fig7")] + [RunSpec(f"fig8:m={m}", {"width": m}) for m in config.fig8_widths]
+        """Fig. 7's batch and one run per Fig. 8 width. A figure left untrained (its steps = 0: the negative
+        control of that figure's claims) runs alone: the other figure's runs would repeat the trained ones."""
+        fig7 = [RunSpec("fig7")]
+        fig8 = [RunSpec(f"fig8:m={m}", {"width": m}) for m in config.fig8_widths]
+        if config.fig7_steps == 0 and config.fig8_steps > 0:
+            return fig7
+        if config.fig8_steps == 0 and config.fig7_steps > 0:
+            return fig8
+        return fig7 + fig8
 
     def execute(self, config: InitScaleConfig, run: RunSpec, seed: int, device: str) -> RunResult:
         rng = np.random.default_rng(seed)
