@@ -19,6 +19,7 @@ from repdyn.experiments.base import Analysis, Experiment, RunResult, RunSpec
 from repdyn.experiments.claims import ClaimSpec, InRange, Measured, at_most
 from repdyn.experiments.config import ConfigError, param
 from repdyn.experiments.leaky_resnet.common import NUMBER, values_text
+from repdyn.nn.progress import report
 from repdyn.theory import leaky_resnet as lr
 
 NO_CONTROL = ("no training: the network is critical by construction (shooting); the untrained-network contrast is "
@@ -109,6 +110,7 @@ class CriticalNetworks(Experiment):
         for s in range(config.seeds):
             a0, b1 = _draw(config, seed, s)
             for j, depth in enumerate(config.depths):
+                report(s * len(config.depths) + j, config.seeds * len(config.depths))
                 rho = lr.equidistant_steps(depth)
                 net = lr.shoot_critical_network(a0, b1, rho, config.ltilde, config.lam)
                 target, n = net.target, config.n_points
