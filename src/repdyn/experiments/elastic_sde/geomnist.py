@@ -26,6 +26,7 @@ from repdyn.experiments.elastic_sde.common import (
     plot_strengths,
     shape_checks,
     train_log,
+    val_chunk_param,
 )
 from repdyn.theory import elastic_sde as es
 from repdyn.theory import elasticity_estimators as ee
@@ -42,6 +43,7 @@ class GeoConfig:
     val_every: int = param(100, ge=1, help="validation stride (the paper validates every iteration: 1500 "
                                            "forward passes per step, so the paper scale keeps 100)")
     dtype: str = param("float64", choices=tuple(DTYPES), help="the code uses float64")
+    val_chunk: int = val_chunk_param()
     sg_window: int = param(191, ge=5, help="Savitzky–Golay window for Fig. 3 (paper: 191)")
     sim_window: int = param(21, ge=5, help="Savitzky–Golay window of the LE-ODE inputs (paper: 21; the Euler "
                               "product loses ½Σλ̂² to rate noise, ∝ T·σ²/ω³, so ω is not scaled down with T)")
@@ -206,6 +208,7 @@ class GeoMNISTDynamics(Experiment):
                                 3)
         return train_log(xt, yt, xv, yv, n_trials=config.trials, steps=config.steps, lr=config.lr,
                          val_every=config.val_every, dtype=config.dtype, seed=seed, device=device,
+                         val_chunk=config.val_chunk,
                          untrained=config.untrained)
 
     def analyse(self, config: GeoConfig, results: Mapping[str, RunResult]) -> Analysis:

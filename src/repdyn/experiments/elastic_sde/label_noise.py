@@ -18,7 +18,7 @@ from repdyn.data.geomnist import corrupt_labels, geomnist
 from repdyn.experiments.base import Analysis, Experiment, RunResult, RunSpec
 from repdyn.experiments.claims import ClaimSpec, Control, Measured, at_least, at_most
 from repdyn.experiments.config import param
-from repdyn.experiments.elastic_sde.common import DTYPES, LN3, NUMBER, estimate, train_log
+from repdyn.experiments.elastic_sde.common import DTYPES, LN3, NUMBER, estimate, train_log, val_chunk_param
 from repdyn.theory import elasticity_estimators as ee
 
 PAPER_P_ERRS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 2 / 3, 0.7, 0.8)
@@ -34,10 +34,12 @@ class NoiseConfig:
     n_val: int = param(500, ge=1, help="validation images per class (paper: 500)")
     seeds: int = param(3, ge=1, help="independent replicates of the sweep")
     trials: int = param(100, ge=2, help="trials per (p_err, seed), one batched run (paper: 100)")
-    steps: int = param(10_000, ge=50, help="SGD iterations (Fig. 4 and the authors' code: 10⁴)")
+    steps: int = param(100_000, ge=50, help="SGD iterations (paper text: T = 10⁵ for every GeoMNIST model; the "
+                                            "authors' code 10⁴)")
     lr: float = param(0.005, gt=0)
     val_every: int = param(100, ge=1, help="validation stride (the paper: every iteration; see geomnist)")
     dtype: str = param("float64", choices=tuple(DTYPES))
+    val_chunk: int = val_chunk_param()
     sg_window: int = param(351, ge=5, help="Savitzky–Golay window of α̂, β̂ (Figs. D.5–D.6: 351)")
     tail_n: int = param(1000, ge=10, help="iterations of the tail index (code: the last 1000 of 10⁴)")
     untrained: bool = param(False, help="negative control: the untrained networks (no SGD update)")
@@ -124,6 +126,7 @@ class LabelNoisePhaseTransition(Experiment):
         noisy = corrupt_labels(yt, p, np.random.default_rng([config.data_seed, round(p * 1e6)]), 3)
         return train_log(xt, noisy, xv, yv, n_trials=config.trials, steps=config.steps, lr=config.lr,
                          val_every=config.val_every, dtype=config.dtype, seed=seed, device=device,
+                         val_chunk=config.val_chunk,
                          untrained=config.untrained)
 
     def analyse(self, config: NoiseConfig, results: Mapping[str, RunResult]) -> Analysis:
