@@ -97,7 +97,7 @@ class CifarElasticity(Experiment):
         checks, figures = {}, {}
         for label, res in sorted(results.items()):
             est = estimate(res["label"], res["logits"], config.sg_window)
-            start = amplification_start(res["train_loss"], config.sg_window)
+            start = amplification_start(res["train_loss"], config.sg_window, res["logits"].shape[-1])
             checks[label] = shape_checks(est, "iso", config.sg_window, start)
             if label.endswith("seed=0"):
                 figures[f"fig3_cifar_{label.split()[0]}"] = plot_strengths(est, f"CIFAR-10 {label}")

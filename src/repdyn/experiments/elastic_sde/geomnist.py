@@ -124,13 +124,15 @@ class GeoMNISTDynamics(Experiment):
     Config = GeoConfig
     scales = SCALES
     claims = (
-        ClaimSpec("h3_alpha_dominates_beta", "α̂(t) > β̂(t) (l-model) on a fraction of the amplification stage "
-                  "(from the iteration where the training loss has fallen to ln(3)/2 to T)",
+        ClaimSpec("h3_alpha_dominates_beta", "mean of α̂(t) − β̂(t) (l-model) > 0 on a fraction of the ten equal "
+                  "parts of the amplification stage (from the iteration where the training loss begins to drop, "
+                  "5 % below ln 3, to T)",
                   "seed 004, Fig. 3, App. D.2", at_least(0.9),
                   quote="(i) $\\beta(t)$ is dominated by $\\alpha(t)$",
-                  band_reason="our choice: 'dominated' read as nearly everywhere; 10 % left for the Savitzky–Golay "
-                  "noise where α̂ − β̂ is small at convergence", control=UNTRAINED, figure="fig3_strengths"),
-        ClaimSpec("h3_alpha_dominates_beta_L", "α̂(t) > β̂(t) (L-model) on a fraction of the amplification stage",
+                  band_reason="our choice: 'dominated' read as nearly everywhere: at least 9 of the 10 parts",
+                  control=UNTRAINED, figure="fig3_strengths"),
+        ClaimSpec("h3_alpha_dominates_beta_L", "mean of α̂(t) − β̂(t) (L-model) > 0 on a fraction of the ten "
+                  "equal parts of the amplification stage",
                   "seed 004, Fig. 3 (e)–(f), App. D.2", at_least(0.9),
                   quote="the estimates under both l-model and L-model do not vary significantly under different "
                   "choices of N and share similar trends: (i) $\\beta(t)$ is dominated by $\\alpha(t)$",
@@ -258,7 +260,7 @@ class GeoMNISTDynamics(Experiment):
         notes = (f"{config.seeds} replicates × {config.trials} trials × {config.steps} iterations (p_err = "
                  f"{config.p_err:g}{', untrained' if config.untrained else ''}); final validation accuracy "
                  f"{final_acc.mean():.3f} ± {final_acc.std():.3f}. The amplification stage (App. D.2) starts where "
-                 f"the trial-mean training loss has fallen to ln(3)/2: t/T = {stages}. The LE-ODE is estimated "
+                 f"the trial-mean training loss has dropped 5 % below ln 3: t/T = {stages}. The LE-ODE is estimated "
                  f"on the first half of each replicate's trials and scored against the other half's class means, "
                  f"all RDs in the H̄ norm of the L-model; the null path is constant at the estimation half's "
                  f"terminal class means. LE-ODE simulation follows the code: zero-mean initial values and one "
