@@ -56,8 +56,11 @@ class GeoConfig:
 SCALES = {
     "smoke": GeoConfig(n_train=10, n_val=5, seeds=3, trials=4, steps=150, val_every=50, dtype="float32",
                        sg_window=15, sim_window=7, sim_runs=20),
-    "quick": GeoConfig(n_train=150, n_val=50, seeds=3, trials=10, steps=3000, val_every=250, dtype="float32",
-                       sg_window=101, sim_runs=300),
+    # n_tr = 80 is one of the paper's own sample sizes (Fig. D.3: "do not vary significantly under different
+    # choices"); with it every trial has converged by 4000 iterations (per-trial training loss <= 0.02, measured),
+    # and the paper's window 191 fits the longer run
+    "quick": GeoConfig(n_train=80, n_val=50, seeds=3, trials=8, steps=4000, val_every=250, dtype="float32",
+                       sim_runs=300),
     "paper": GeoConfig(),
 }
 

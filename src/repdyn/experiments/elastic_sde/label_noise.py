@@ -65,7 +65,8 @@ SCALES = {
 
 UNTRAINED = Control("the untrained networks (no SGD update; the same initialisations and draws)",
                     {"untrained": True})
-CLEAN = Control("clean labels in the runs nominally at p_err = 0.8", {"clean_labels": True, "p_errs": (0.8,)})
+CLEAN = Control("clean labels in the runs nominally at p_err = 0.8, 2 trials per seed",
+                {"clean_labels": True, "p_errs": (0.8,), "trials": 2})
 FIG4 = "fig4_phase_transition"
 
 
