@@ -74,3 +74,15 @@ def test_bad_config_values_are_rejected():
     geo = _by_name("elastic_sde.geomnist")
     with pytest.raises(ConfigError, match="must be even"):
         geo.prepare(dataclasses.replace(geo.config("smoke"), trials=5))
+
+
+def test_amplification_starts_where_the_loss_begins_to_drop_and_flat_runs_have_none():
+    from repdyn.experiments.elastic_sde.common import LN3, amplification_start
+    t = np.arange(4000)
+    rng = np.random.default_rng(0)
+    drop = np.where(t < 1200, LN3, LN3 * np.exp(-(t - 1200) / 400))             # starts to fall at 1200
+    loss = drop + 0.01 * rng.standard_normal((8, len(t)))
+    assert 1150 < amplification_start(loss, 191) < 1300
+    flat = LN3 + 0.01 * rng.standard_normal((8, len(t)))
+    assert amplification_start(flat, 191) == 2000                                 # no drop: the second half
+    assert amplification_start(np.full((2, 400), np.log(2) * 0.5), 51, n_classes=2) == 25

@@ -61,3 +61,48 @@ def test_divergence_raises():
     with pytest.raises(Diverged):
         train_batch1_sgd(ens, x, torch.tensor([0, 1, 2]), x, torch.tensor([0, 1, 2]), steps=2, lr=0.1,
                          generator=torch.Generator().manual_seed(0), val_every=1)
+
+
+def _small_run(device: str, **kw):
+    ens = lenet_ensemble(3, 1, 3, torch.Generator().manual_seed(5), device=device)
+    data = torch.Generator().manual_seed(6)
+    x = torch.randn(9, 1, 32, 32, dtype=torch.float64, generator=data).to(device)
+    y = torch.arange(9, device=device) % 3
+    return train_batch1_sgd(ens, x, y, x[:5], y[:5], steps=30, lr=0.05, generator=torch.Generator().manual_seed(7),
+                            val_every=10, **kw)
+
+
+def test_log_kept_on_device_is_bit_identical_whatever_the_check_and_close_whatever_the_validation_chunk():
+    ref = _small_run("cpu", check_every=1)
+    for kw in ({"check_every": 7}, {"check_every": 1000}):
+        log = _small_run("cpu", **kw)
+        for field in ("sample", "label", "logits", "train_loss", "val_loss", "val_acc"):
+            np.testing.assert_array_equal(getattr(log, field), getattr(ref, field))
+    chunked = _small_run("cpu", val_chunk=2)
+    np.testing.assert_allclose(chunked.val_loss, ref.val_loss, rtol=1e-12)
+    np.testing.assert_array_equal(chunked.val_acc, ref.val_acc)
+    with pytest.raises(ValueError, match="val_chunk"):
+        _small_run("cpu", val_chunk=0)
+
+
+def test_divergence_names_the_same_step_whatever_the_check_interval():
+    x = torch.randn(4, 1, 32, 32, dtype=torch.float64, generator=torch.Generator().manual_seed(8))
+    x[3] = float("nan")
+    y = torch.tensor([0, 1, 2, 0])
+    steps = []
+    for check_every in (1, 5, 1000):
+        ens = lenet_ensemble(2, 1, 3, torch.Generator().manual_seed(9))
+        with pytest.raises(Diverged) as caught:
+            train_batch1_sgd(ens, x, y, x[:3], y[:3], steps=40, lr=0.05, generator=torch.Generator().manual_seed(1),
+                             val_every=100, check_every=check_every)
+        steps.append(caught.value.step)
+    order = torch.randint(0, 4, (2, 40), generator=torch.Generator().manual_seed(1))
+    assert steps == [int((order == 3).any(0).nonzero()[0, 0])] * 3
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_loop_runs_on_cuda_and_matches_cpu():
+    cpu, gpu = _small_run("cpu"), _small_run(torch.device("cuda"))
+    np.testing.assert_array_equal(gpu.sample, cpu.sample)
+    np.testing.assert_allclose(gpu.logits, cpu.logits, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(gpu.val_loss, cpu.val_loss, rtol=1e-8)

@@ -21,6 +21,7 @@ from repdyn.experiments.elastic_sde.common import (
     plot_strengths,
     shape_checks,
     train_log,
+    val_chunk_param,
 )
 
 
@@ -36,6 +37,7 @@ class CifarConfig:
     lr: float = param(0.005, gt=0, help="paper text 0.005 (the authors' code 0.001)")
     val_every: int = param(100, ge=1)
     dtype: str = param("float64", choices=tuple(DTYPES))
+    val_chunk: int = val_chunk_param()
     sg_window: int = param(551, ge=5, help="paper: 551")
     untrained: bool = param(False, help="negative control: the untrained networks (no SGD update)")
     data_seed: int = param(4, ge=0)
@@ -88,13 +90,14 @@ class CifarElasticity(Experiment):
                                       np.random.default_rng(config.data_seed))
         return train_log(xt, yt, xv, yv, n_trials=config.trials, steps=config.steps, lr=config.lr,
                          val_every=config.val_every, dtype=config.dtype, seed=seed, device=device,
+                         val_chunk=config.val_chunk,
                          untrained=config.untrained)
 
     def analyse(self, config: CifarConfig, results: Mapping[str, RunResult]) -> Analysis:
         checks, figures = {}, {}
         for label, res in sorted(results.items()):
             est = estimate(res["label"], res["logits"], config.sg_window)
-            start = amplification_start(res["train_loss"], config.sg_window)
+            start = amplification_start(res["train_loss"], config.sg_window, res["logits"].shape[-1])
             checks[label] = shape_checks(est, "iso", config.sg_window, start)
             if label.endswith("seed=0"):
                 figures[f"fig3_cifar_{label.split()[0]}"] = plot_strengths(est, f"CIFAR-10 {label}")

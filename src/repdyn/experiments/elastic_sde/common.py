@@ -13,6 +13,7 @@ import torch
 from matplotlib.figure import Figure
 
 from repdyn.experiments.base import RunResult
+from repdyn.experiments.config import param
 from repdyn.nn.lenet import lenet_ensemble, train_batch1_sgd
 from repdyn.theory import elasticity_estimators as ee
 
@@ -20,9 +21,16 @@ NUMBER = "004"
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 LN3 = math.log(3.0)
 
+
+def val_chunk_param():
+    """The ``val_chunk`` config field: validation images per forward chunk (memory only)."""
+    return param(64, ge=1, help="validation images per forward chunk (memory only: the peak is about trials × "
+                                "val_chunk images' activations; 512 with 100 trials in float64 needs 16–24 GB)")
+
+
 def train_log(x_train: np.ndarray, y_train: np.ndarray, x_val: np.ndarray, y_val: np.ndarray, *, n_trials: int,
                steps: int, lr: float, val_every: int, dtype: str, seed: int, device: str,
-              untrained: bool = False) -> RunResult:
+              untrained: bool = False, val_chunk: int = 512) -> RunResult:
     """n_trials LeNets trained together by batch-1 SGD; the log of spec 004 §3.5 as arrays."""
     tdtype = DTYPES[dtype]
     gen = torch.Generator().manual_seed(seed)
@@ -36,12 +44,12 @@ def train_log(x_train: np.ndarray, y_train: np.ndarray, x_val: np.ndarray, y_val
     # machine, 30× slower measured), so the loop runs single-threaded; parallelism comes from separate runs.
     if untrained:
         return _untrained_log(model, tensor(x_train), tensor(y_train), tensor(x_val), tensor(y_val), steps=steps,
-                              val_every=val_every, generator=gen)
+                              val_every=val_every, generator=gen, chunk=val_chunk)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         log = train_batch1_sgd(model, tensor(x_train), tensor(y_train), tensor(x_val), tensor(y_val),
-                               steps=steps, lr=lr, generator=gen, val_every=val_every)
+                               steps=steps, lr=lr, generator=gen, val_every=val_every, val_chunk=val_chunk)
     finally:
         torch.set_num_threads(threads)
     return {"label": log.label.astype(np.int8), "logits": log.logits.astype(np.float32),
@@ -51,25 +59,30 @@ def train_log(x_train: np.ndarray, y_train: np.ndarray, x_val: np.ndarray, y_val
 
 @torch.no_grad()
 def _untrained_log(model, x_train: torch.Tensor, y_train: torch.Tensor, x_val: torch.Tensor, y_val: torch.Tensor, *,
-                   steps: int, val_every: int, generator: torch.Generator) -> RunResult:
+                   steps: int, val_every: int, generator: torch.Generator, chunk: int) -> RunResult:
     """The log of the untrained network (the negative control): the same initialisation and the same draws of
-    examples as :func:`train_log`, but no update, so the logits of each drawn example are those at t = 0."""
+    examples as :func:`train_log`, but no update, so the logits of each drawn example are those at t = 0. The
+    images go through in chunks of ``chunk`` (the memory of R trials × all images would not fit at paper scale)."""
     R, n = model.k, len(x_train)
-    order = torch.randint(0, n, (R, steps), generator=generator)
+    order = torch.randint(0, n, (R, steps), generator=generator).to(x_train.device)
     model.eval()
-    every = model(x_train)                                                       # (R, n, K)
+
+    def logits_of(x: torch.Tensor) -> torch.Tensor:                              # (R, n, K)
+        return torch.cat([model(x[i:i + chunk]) for i in range(0, len(x), chunk)], dim=1)
+
+    every = logits_of(x_train)
     logits = torch.gather(every, 1, order[..., None].expand(R, steps, every.shape[-1]))
     labels = y_train[order]
     loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
                                              reduction="none").reshape(R, steps)
-    val = model(x_val)
+    val = logits_of(x_val)
     val_loss = torch.nn.functional.cross_entropy(val.transpose(1, 2), y_val.expand(R, -1), reduction="none").mean(1)
     val_acc = (val.argmax(-1) == y_val).to(val.dtype).mean(1)
     val_steps = np.arange(0, steps + 1, val_every)
-    return {"label": labels.numpy().astype(np.int8), "logits": logits.numpy().astype(np.float32),
-            "train_loss": loss.numpy().astype(np.float32), "val_steps": val_steps,
-            "val_loss": np.tile(val_loss.numpy(), (len(val_steps), 1)),
-            "val_acc": np.tile(val_acc.numpy(), (len(val_steps), 1))}
+    return {"label": labels.cpu().numpy().astype(np.int8), "logits": logits.cpu().numpy().astype(np.float32),
+            "train_loss": loss.cpu().numpy().astype(np.float32), "val_steps": val_steps,
+            "val_loss": np.tile(val_loss.cpu().numpy(), (len(val_steps), 1)),
+            "val_acc": np.tile(val_acc.cpu().numpy(), (len(val_steps), 1))}
 
 
 def pooled(results: Mapping[str, RunResult], prefix: str = "") -> dict[str, np.ndarray]:
@@ -104,22 +117,34 @@ def estimate(labels: np.ndarray, logits: np.ndarray, window: int) -> Estimates:
     return Estimates(xbar, A, B, alpha, beta, int(np.isnan(raw[..., 0]).sum()))
 
 
-def amplification_start(train_loss: np.ndarray, window: int) -> int:
-    """First iteration of the amplification stage (App. D.2: the losses "begin to drop at a relatively fast speed"
-    once the de-randomization stage ends): where the trial-mean training loss, averaged over ``window``
-    iterations, first falls below ln(3)/2. Without such a drop (no learning) the second half of the run."""
+ONSET_DROP = 0.05
+"""Relative drop of the training loss below its initial ln K that marks "the losses begin to drop" (App. D.2)."""
+
+
+def amplification_start(train_loss: np.ndarray, window: int, n_classes: int = 3) -> int:
+    """First iteration of the amplification stage. App. D.2: after the de-randomization stage, "the losses begin to
+    drop at a relatively fast speed" (around iteration 1200 on GeoMNIST, Fig. D.10). The beginning of that drop is
+    where the trial-mean training loss, averaged over ``window`` iterations, first falls ONSET_DROP = 5 % below its
+    initial value ln K (far outside the plateau's noise: 10 trials × ω = 101 iterations give a standard error of
+    ≈ 0.003). Without such a drop (no learning) the second half of the run."""
     loss = np.asarray(train_loss, dtype=float).mean(axis=0)
     w = max(min(int(window), len(loss)), 1)
-    smooth = np.convolve(loss, np.ones(w) / w, mode="same")
-    below = np.flatnonzero(smooth[w // 2:] < LN3 / 2)
+    smooth = np.convolve(loss, np.ones(w) / w, mode="valid")           # full windows only: no zero padding
+    below = np.flatnonzero(smooth < (1 - ONSET_DROP) * math.log(n_classes))
     return int(below[0]) + w // 2 if below.size else len(loss) // 2
+
+
+STAGE_PARTS = 10
+"""Parts of the amplification stage over which α̂ − β̂ is averaged before the dominance is counted."""
 
 
 def shape_checks(est: Estimates, model: str, window: int, start: int) -> dict[str, float]:
     """★H3 measurements on one estimation model, decided before any run (issue 19):
 
-    frac_alpha_gt_beta: fraction of the amplification stage [start, T − ω/2) with α̂ > β̂ (the paper's
-    "β(t) is dominated by α(t)"; the de-randomization plateau, where both are ≈ 0, is not part of it).
+    frac_alpha_gt_beta: the amplification stage [start, T − ω/2) cut into STAGE_PARTS equal parts, the fraction of
+    parts where the mean of α̂ − β̂ is > 0 (the paper's "β(t) is dominated by α(t)", read off smoothed curves; the
+    de-randomization plateau, where both are ≈ 0, is not part of it). Pointwise, late in the stage α̂ − β̂ is
+    smaller than the Savitzky–Golay noise, so a pointwise count measures that noise (issue 19).
     A_end, B_end: Â, B̂ over the last 5 % of iterations.
     peak_contrast: (α̂ at its peak − α̂ at the start and at the end, the smaller) / the fluctuation of α̂ over
     the last 20 %: a rise-then-fall of α̂ ("an initial increasing stage and a second stage converging to the
@@ -135,7 +160,8 @@ def shape_checks(est: Estimates, model: str, window: int, start: int) -> dict[st
     first = float(np.mean(a[half:half + max(T // 20, 1)]))
     last = float(np.mean(a[T - half - max(T // 10, 1):T - half]))
     noise = float(np.std(a[T - half - max(T // 5, 2):T - half])) or float("inf")
-    return {"frac_alpha_gt_beta": float(np.mean(a[stage] > b[stage])),
+    parts = np.array_split((a - b)[stage], STAGE_PARTS)
+    return {"frac_alpha_gt_beta": float(np.mean([part.mean() > 0 for part in parts])),
             "A_end": float(np.nanmean(est.A[model][tail])), "B_end": float(np.nanmean(est.B[model][tail])),
             "peak_frac": peak / T, "peak_contrast": (float(a[peak]) - max(first, last)) / noise,
             "stage_start": start / T}

@@ -26,6 +26,7 @@ from repdyn.experiments.elastic_sde.common import (
     plot_strengths,
     shape_checks,
     train_log,
+    val_chunk_param,
 )
 from repdyn.theory import elastic_sde as es
 from repdyn.theory import elasticity_estimators as ee
@@ -42,6 +43,7 @@ class GeoConfig:
     val_every: int = param(100, ge=1, help="validation stride (the paper validates every iteration: 1500 "
                                            "forward passes per step, so the paper scale keeps 100)")
     dtype: str = param("float64", choices=tuple(DTYPES), help="the code uses float64")
+    val_chunk: int = val_chunk_param()
     sg_window: int = param(191, ge=5, help="Savitzky–Golay window for Fig. 3 (paper: 191)")
     sim_window: int = param(21, ge=5, help="Savitzky–Golay window of the LE-ODE inputs (paper: 21; the Euler "
                               "product loses ½Σλ̂² to rate noise, ∝ T·σ²/ω³, so ω is not scaled down with T)")
@@ -54,8 +56,11 @@ class GeoConfig:
 SCALES = {
     "smoke": GeoConfig(n_train=10, n_val=5, seeds=3, trials=4, steps=150, val_every=50, dtype="float32",
                        sg_window=15, sim_window=7, sim_runs=20),
-    "quick": GeoConfig(n_train=150, n_val=50, seeds=3, trials=10, steps=3000, val_every=250, dtype="float32",
-                       sg_window=101, sim_runs=300),
+    # n_tr = 80 is one of the paper's own sample sizes (Fig. D.3: "do not vary significantly under different
+    # choices"); with it every trial has converged by 4000 iterations (per-trial training loss <= 0.02, measured),
+    # and the paper's window 191 fits the longer run
+    "quick": GeoConfig(n_train=80, n_val=50, seeds=3, trials=8, steps=4000, val_every=250, dtype="float32",
+                       sim_runs=300),
     "paper": GeoConfig(),
 }
 
@@ -63,6 +68,13 @@ UNTRAINED = Control("the untrained network (no SGD update; the same initialisati
                     {"untrained": True})
 NO_LEARNING = Control("labels corrupted at p_err = 0.8 (nothing to learn), 2 trials per seed",
                       {"p_err": 0.8, "trials": 2})
+
+
+SIM_DRAWS = 5
+"""Independent LE-ODE simulations per replicate; each h5 score is their median. The mean path from zero-mean initial
+values (the authors' code) is Φ(t)·Ȳ(0): its direction is that of the sample mean of the draws, so one simulation's
+scores vary widely with its draws (docs/reproduction/004.md, "the LE-ODE path depends on the simulation's random
+draws")."""
 
 
 def _simulate(est: Estimates, estimates_from: str, simulate_under: str, config: GeoConfig,
@@ -103,15 +115,20 @@ def _seed_measurements(res: RunResult, config: GeoConfig, rng: np.random.Generat
     # iteration); with few held-out trials its per-iteration sampling noise is removed by the same local quadratic
     # smoothing (window sg_window) that the estimates use
     held = savgol_filter(held, ee.odd_window(config.sg_window, T), 2, axis=0)
-    paths = {(f, u): _simulate(fit, f, u, config, rng) for f, u in
-             (("logit", "logit"), ("iso", "logit"), ("logit", "iso"))}
     tail = max(T // 10, 1)
-    paths["null"] = np.broadcast_to(fit.xbar[-tail:].mean(axis=0), fit.xbar.shape)
+    null = np.broadcast_to(fit.xbar[-tail:].mean(axis=0), fit.xbar.shape)
     stage, terminal = slice(start, T), slice(T - tail, T)
-    return {"est": est, "checks": checks, "paths": paths, "held": held, "start": start,
-            "rd": {key: _mean_rd(held, path, stage) for key, path in paths.items()},
-            "rd_terminal": {key: _mean_rd(held, path, terminal) for key, path in paths.items()},
-            "argmax": {key: _argmax_agreement(held, path, stage) for key, path in paths.items()}}
+    draws = []
+    for _ in range(SIM_DRAWS):
+        paths = {(f, u): _simulate(fit, f, u, config, rng) for f, u in
+                 (("logit", "logit"), ("iso", "logit"), ("logit", "iso"))} | {"null": null}
+        draws.append({"paths": paths,
+                      "rd": {key: _mean_rd(held, path, stage) for key, path in paths.items()},
+                      "rd_terminal": {key: _mean_rd(held, path, terminal) for key, path in paths.items()},
+                      "argmax": {key: _argmax_agreement(held, path, stage) for key, path in paths.items()}})
+    scores = {score: {key: float(np.median([d[score][key] for d in draws])) for key in draws[0][score]}
+              for score in ("rd", "rd_terminal", "argmax")}
+    return {"est": est, "checks": checks, "paths": draws[0]["paths"], "held": held, "start": start, **scores}
 
 
 class GeoMNISTDynamics(Experiment):
@@ -122,13 +139,15 @@ class GeoMNISTDynamics(Experiment):
     Config = GeoConfig
     scales = SCALES
     claims = (
-        ClaimSpec("h3_alpha_dominates_beta", "α̂(t) > β̂(t) (l-model) on a fraction of the amplification stage "
-                  "(from the iteration where the training loss has fallen to ln(3)/2 to T)",
+        ClaimSpec("h3_alpha_dominates_beta", "mean of α̂(t) − β̂(t) (l-model) > 0 on a fraction of the ten equal "
+                  "parts of the amplification stage (from the iteration where the training loss begins to drop, "
+                  "5 % below ln 3, to T)",
                   "seed 004, Fig. 3, App. D.2", at_least(0.9),
                   quote="(i) $\\beta(t)$ is dominated by $\\alpha(t)$",
-                  band_reason="our choice: 'dominated' read as nearly everywhere; 10 % left for the Savitzky–Golay "
-                  "noise where α̂ − β̂ is small at convergence", control=UNTRAINED, figure="fig3_strengths"),
-        ClaimSpec("h3_alpha_dominates_beta_L", "α̂(t) > β̂(t) (L-model) on a fraction of the amplification stage",
+                  band_reason="our choice: 'dominated' read as nearly everywhere: at least 9 of the 10 parts",
+                  control=UNTRAINED, figure="fig3_strengths"),
+        ClaimSpec("h3_alpha_dominates_beta_L", "mean of α̂(t) − β̂(t) (L-model) > 0 on a fraction of the ten "
+                  "equal parts of the amplification stage",
                   "seed 004, Fig. 3 (e)–(f), App. D.2", at_least(0.9),
                   quote="the estimates under both l-model and L-model do not vary significantly under different "
                   "choices of N and share similar trends: (i) $\\beta(t)$ is dominated by $\\alpha(t)$",
@@ -206,6 +225,7 @@ class GeoMNISTDynamics(Experiment):
                                 3)
         return train_log(xt, yt, xv, yv, n_trials=config.trials, steps=config.steps, lr=config.lr,
                          val_every=config.val_every, dtype=config.dtype, seed=seed, device=device,
+                         val_chunk=config.val_chunk,
                          untrained=config.untrained)
 
     def analyse(self, config: GeoConfig, results: Mapping[str, RunResult]) -> Analysis:
@@ -255,11 +275,12 @@ class GeoMNISTDynamics(Experiment):
         notes = (f"{config.seeds} replicates × {config.trials} trials × {config.steps} iterations (p_err = "
                  f"{config.p_err:g}{', untrained' if config.untrained else ''}); final validation accuracy "
                  f"{final_acc.mean():.3f} ± {final_acc.std():.3f}. The amplification stage (App. D.2) starts where "
-                 f"the trial-mean training loss has fallen to ln(3)/2: t/T = {stages}. The LE-ODE is estimated "
+                 f"the trial-mean training loss has dropped 5 % below ln 3: t/T = {stages}. The LE-ODE is estimated "
                  f"on the first half of each replicate's trials and scored against the other half's class means, "
                  f"all RDs in the H̄ norm of the L-model; the null path is constant at the estimation half's "
                  f"terminal class means. LE-ODE simulation follows the code: zero-mean initial values and one "
-                 f"rescaling scalar (spec 004 §2.11).")
+                 f"rescaling scalar (spec 004 §2.11); each h5 score is the median over {SIM_DRAWS} independent "
+                 f"simulations (the mean path from zero-mean initial values points where their sample mean does).")
         figures = {"fig3_strengths": plot_strengths(first["est"], "GeoMNIST"),
                    "fig1_separation": plot_separation(first["est"], res0["label"], res0["logits"], (0, 1)),
                    "fig5_simulated_vs_genuine": self._plot_simulation(first["held"], first["paths"]),

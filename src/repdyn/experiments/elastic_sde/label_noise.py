@@ -18,7 +18,15 @@ from repdyn.data.geomnist import corrupt_labels, geomnist
 from repdyn.experiments.base import Analysis, Experiment, RunResult, RunSpec
 from repdyn.experiments.claims import ClaimSpec, Control, Measured, at_least, at_most
 from repdyn.experiments.config import param
-from repdyn.experiments.elastic_sde.common import DTYPES, LN3, NUMBER, estimate, train_log
+from repdyn.experiments.elastic_sde.common import (
+    DTYPES,
+    LN3,
+    NUMBER,
+    amplification_start,
+    estimate,
+    train_log,
+    val_chunk_param,
+)
 from repdyn.theory import elasticity_estimators as ee
 
 PAPER_P_ERRS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 2 / 3, 0.7, 0.8)
@@ -34,10 +42,12 @@ class NoiseConfig:
     n_val: int = param(500, ge=1, help="validation images per class (paper: 500)")
     seeds: int = param(3, ge=1, help="independent replicates of the sweep")
     trials: int = param(100, ge=2, help="trials per (p_err, seed), one batched run (paper: 100)")
-    steps: int = param(10_000, ge=50, help="SGD iterations (Fig. 4 and the authors' code: 10⁴)")
+    steps: int = param(100_000, ge=50, help="SGD iterations (paper text: T = 10⁵ for every GeoMNIST model; the "
+                                            "authors' code 10⁴)")
     lr: float = param(0.005, gt=0)
     val_every: int = param(100, ge=1, help="validation stride (the paper: every iteration; see geomnist)")
     dtype: str = param("float64", choices=tuple(DTYPES))
+    val_chunk: int = val_chunk_param()
     sg_window: int = param(351, ge=5, help="Savitzky–Golay window of α̂, β̂ (Figs. D.5–D.6: 351)")
     tail_n: int = param(1000, ge=10, help="iterations of the tail index (code: the last 1000 of 10⁴)")
     untrained: bool = param(False, help="negative control: the untrained networks (no SGD update)")
@@ -55,7 +65,8 @@ SCALES = {
 
 UNTRAINED = Control("the untrained networks (no SGD update; the same initialisations and draws)",
                     {"untrained": True})
-CLEAN = Control("clean labels in the runs nominally at p_err = 0.8", {"clean_labels": True, "p_errs": (0.8,)})
+CLEAN = Control("clean labels in the runs nominally at p_err = 0.8, 2 trials per seed",
+                {"clean_labels": True, "p_errs": (0.8,), "trials": 2})
 FIG4 = "fig4_phase_transition"
 
 
@@ -63,14 +74,15 @@ def _row(res: RunResult, p: float, config: NoiseConfig) -> dict:
     est = estimate(res["label"], res["logits"], config.sg_window)
     tails = {f"r_{s}_{m}": ee.tail_index(getattr(est, s)[m], config.tail_n) for s in ("A", "B") for m in est.A}
     T = len(est.xbar)
-    late = slice(T // 2, T)
     end = slice(T - config.tail_n, T)
     loss = res["val_loss"].mean(axis=1)
     return {"p_err": p, "val_acc": float(res["val_acc"][-1].mean()), "val_loss": float(loss[-1]),
             "val_loss_drop": float(LN3 - loss.min()), "r_min_iso": min(tails["r_A_iso"], tails["r_B_iso"]),
             **tails, "A_end_iso": float(np.nanmean(est.A["iso"][end])),
             "B_end_iso": float(np.nanmean(est.B["iso"][end])),
-            "gap_late_iso": float(np.mean(np.abs(est.alpha["iso"][late] - est.beta["iso"][late]))),
+            "AB_gap_iso": float(abs(np.nanmean(est.A["iso"][end] - est.B["iso"][end]))),
+            "gap_iso": np.abs(est.alpha["iso"] - est.beta["iso"]), "stage_start": amplification_start(
+                res["train_loss"], config.sg_window),
             "curves": (res["val_steps"], loss, res["val_acc"].mean(axis=1))}
 
 
@@ -100,14 +112,16 @@ class LabelNoisePhaseTransition(Experiment):
                   "from below around $p_{\\text{err}} = 0.6$",
                   band_reason="derived: r̂ ≈ 1 − log Â(T)/log T: learning (Â(T) ≈ 13 at log T ≈ 7.6) gives "
                   "≈ 0.66, no learning ≈ 1; 0.15 is under half that gap", control=UNTRAINED, figure=FIG4),
-        ClaimSpec("h4_A_growth", "|Â(T)| (l-model, tail mean) at p_err = 0 minus at p_err ≥ 2/3 (maximum)",
-                  "seed 004, Fig. D.5", at_least(5.0),
+        ClaimSpec("h4_AB_merge", "|Â(T) − B̂(T)| (l-model, mean over the last tail_n iterations) at p_err ≥ 2/3 "
+                  "(maximum) over that at p_err = 0", "seed 004, Fig. D.5", at_most(0.5),
                   quote="Note that $A(t)$ and $B(t)$ (and consequently $\\alpha(t)$ and $\\beta(t)$) become more "
                   "mixed and indistinguishable as we increase the label corruption ratio",
-                  band_reason="our choice: learning runs reach |Â(T)| ≈ 13, no-learning runs stay ≤ 1.6 (issue 19); "
-                  "5 is well clear of both", control=UNTRAINED, figure=FIG4),
-        ClaimSpec("h4_strengths_merge", "mean |α̂ − β̂| (l-model, second half) at p_err = 0.8 over that at "
-                  "p_err = 0", "seed 004, Figs. D.5–D.6", at_most(0.5),
+                  band_reason="our choice, as h4_strengths_merge: 'indistinguishable' read as a gap at most half "
+                  "that of clean labels (the paper's ordering; replaces an absolute threshold of our own, |Â(T)| "
+                  "growth ≥ 5, that the quick scale could not decide)", control=UNTRAINED, figure=FIG4),
+        ClaimSpec("h4_strengths_merge", "mean |α̂ − β̂| (l-model) at p_err = 0.8 over that at p_err = 0, "
+                  "over the p_err = 0 run's amplification stage (where clean labels separate them, App. D.2)",
+                  "seed 004, Figs. D.5–D.6", at_most(0.5),
                   quote="Note $\\hat{A}(t)$ and $\\hat{B}(t)$, $\\hat{\\alpha}(t)$ and $\\hat{\\beta}(t)$ become "
                   "indistinguishable when p_{err} is large",
                   band_reason="our choice: 'indistinguishable' read as a gap at most half that of clean labels",
@@ -124,6 +138,7 @@ class LabelNoisePhaseTransition(Experiment):
         noisy = corrupt_labels(yt, p, np.random.default_rng([config.data_seed, round(p * 1e6)]), 3)
         return train_log(xt, noisy, xv, yv, n_trials=config.trials, steps=config.steps, lr=config.lr,
                          val_every=config.val_every, dtype=config.dtype, seed=seed, device=device,
+                         val_chunk=config.val_chunk,
                          untrained=config.untrained)
 
     def analyse(self, config: NoiseConfig, results: Mapping[str, RunResult]) -> Analysis:
@@ -147,19 +162,25 @@ class LabelNoisePhaseTransition(Experiment):
             m["h4_tail_order"] = Measured([min(rows[p, i]["r_min_iso"] for p in high)
                                            - max(rows[p, i]["r_min_iso"] for p in low) for i in seeds],
                                           "r̂ per p_err and seed: " + summary("r_min_iso", ".3f"))
-            m["h4_A_growth"] = Measured([min(abs(rows[p, i]["A_end_iso"]) for p in low)
-                                         - max(abs(rows[p, i]["A_end_iso"]) for p in high) for i in seeds],
-                                        "Â(T): " + summary("A_end_iso"))
+            m["h4_AB_merge"] = Measured([max(rows[p, i]["AB_gap_iso"] for p in high)
+                                         / min(rows[p, i]["AB_gap_iso"] for p in low) for i in seeds],
+                                        "|Â(T) − B̂(T)|: " + summary("AB_gap_iso"))
         if 0.0 in ps and max(ps) >= 0.8:
-            m["h4_strengths_merge"] = Measured([rows[max(ps), i]["gap_late_iso"] / rows[0.0, i]["gap_late_iso"]
-                                                for i in seeds], "mean |α̂ − β̂|: " + summary("gap_late_iso", ".2e"))
+            half = ee.odd_window(config.sg_window, config.steps) // 2
+            for (_, i), row in rows.items():   # over the clean run's amplification stage (App. D.2), per seed
+                stage = slice(rows[0.0, i]["stage_start"], config.steps - half)
+                row["gap_stage_iso"] = float(np.mean(row["gap_iso"][stage]))
+            m["h4_strengths_merge"] = Measured([rows[max(ps), i]["gap_stage_iso"] / rows[0.0, i]["gap_stage_iso"]
+                                                for i in seeds], "mean |α̂ − β̂| over the p_err = 0 run's "
+                                               "amplification stage: " + summary("gap_stage_iso", ".2e"))
         control = " (untrained control)" if config.untrained else (" (clean-label control)" if config.clean_labels
                                                                    else "")
         notes = (f"{config.seeds} replicates × {config.trials} trials × {config.steps} iterations per p_err{control}; "
                  f"tail index over the last {config.tail_n} iterations, so log(1+t) ≈ {math.log(config.steps):.1f} "
                  f"(paper ≈ 9.2). Without learning Â is a log-ratio of noise and r̂ = 1 ± O(1/log t): whether r̂ "
                  f"exceeds 1 there cannot be decided (issue 19), so the claims compare the two ends of the sweep.")
-        metrics = [{"seed": i, **{k: v for k, v in r.items() if k != "curves"}} for (p, i), r in rows.items()]
+        metrics = [{"seed": i, **{k: v for k, v in r.items() if k not in ("curves", "gap_iso")}}
+                   for (p, i), r in rows.items()]
         return Analysis(measured=m, figures={FIG4: self._figure(rows, ps, config.seeds),
                                              "figD5_strengths": self._strengths(results, ps, config)},
                         metrics=metrics, notes=notes)
