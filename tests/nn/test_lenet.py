@@ -106,3 +106,31 @@ def test_loop_runs_on_cuda_and_matches_cpu():
     np.testing.assert_array_equal(gpu.sample, cpu.sample)
     np.testing.assert_allclose(gpu.logits, cpu.logits, rtol=1e-8, atol=1e-10)
     np.testing.assert_allclose(gpu.val_loss, cpu.val_loss, rtol=1e-8)
+
+
+@pytest.mark.parametrize("stop_at", [4, 17])
+def test_an_interrupted_sgd_run_resumes_from_its_checkpoint_bit_identical(tmp_path, stop_at):
+    from repdyn.nn.checkpoint import Checkpointer, checkpointing
+    from repdyn.nn.progress import reporting
+
+    reference = _small_run("cpu")
+
+    class Killed(Exception):
+        pass
+
+    def kill(step, total, loss):
+        if step == stop_at:
+            raise Killed
+
+    path = tmp_path / "run.ckpt"
+    with checkpointing(Checkpointer(path, every=0.0)), reporting(kill), pytest.raises(Killed):
+        _small_run("cpu")
+    steps_seen = []
+    with checkpointing(Checkpointer(path, every=0.0)), reporting(lambda step, total, loss: steps_seen.append(step)):
+        resumed = _small_run("cpu")
+    assert steps_seen[0] == stop_at  # it went on from the last checkpoint, not from step 0
+    for field in ("sample", "label", "logits", "train_loss", "val_steps", "val_loss", "val_acc"):
+        assert getattr(resumed, field).tobytes() == getattr(reference, field).tobytes(), field
+    with checkpointing(Checkpointer(path, every=0.0)), reporting(lambda *a: steps_seen.append(-1)):
+        finished = _small_run("cpu")  # the loop's result was saved when it ended: nothing is recomputed
+    assert -1 not in steps_seen and finished.logits.tobytes() == reference.logits.tobytes()

@@ -183,6 +183,19 @@ class Ensemble(nn.Module):
         module.load_state_dict(state)
         return module
 
+    def snapshot(self) -> dict[str, dict[str, Tensor]]:
+        """A copy of every member's parameters and buffers (what a checkpoint keeps)."""
+        return {"params": {n: p.detach().clone() for n, p in self.params.items()},
+                "buffers": {n: b.clone() for n, b in self.buffers_.items()}}
+
+    @torch.no_grad()
+    def restore(self, state: dict[str, dict[str, Tensor]]) -> None:
+        """Put back what :meth:`snapshot` copied, in place."""
+        for name, value in state["params"].items():
+            self.params[name].copy_(value)
+        for name, value in state["buffers"].items():
+            self.buffers_[name].copy_(value)
+
     def num_parameters(self) -> int:
         """Parameters of one member."""
         return sum(p[0].numel() for p in self.params.values())

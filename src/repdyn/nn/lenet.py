@@ -22,6 +22,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from repdyn.nn import checkpoint
 from repdyn.nn.divergence import Diverged
 from repdyn.nn.ensemble import Ensemble
 from repdyn.nn.losses import cross_entropy
@@ -167,7 +168,9 @@ def train_batch1_sgd(model: Ensemble, x_train: Tensor, y_train: Tensor, x_val: T
     ``val_chunk`` images at a time. The log is preallocated on the model's device and copied to the host once at
     the end (no copy or synchronisation per iteration, so a GPU is not stalled). Raises :class:`Diverged` at the
     first non-finite loss of any trial, looked for every ``check_every`` iterations and at the end (the step it
-    names does not depend on ``check_every``: the updates after a NaN only carry it on)."""
+    names does not depend on ``check_every``: the updates after a NaN only carry it on). Under a
+    :mod:`~repdyn.nn.checkpoint` checkpointer it saves its state every few minutes and resumes from it bit for bit
+    (the sample order is drawn from ``generator`` before the loop, so a rerun draws it again)."""
     if min(steps, val_every, val_chunk, check_every) < 1:
         raise ValueError(f"need steps, val_every, val_chunk, check_every >= 1, got {steps}, {val_every}, "
                          f"{val_chunk}, {check_every}")
@@ -181,11 +184,28 @@ def train_batch1_sgd(model: Ensemble, x_train: Tensor, y_train: Tensor, x_val: T
     labels = y_train[order]                                           # (R, T)
     logits_log = torch.empty(R, steps, model.base.output.out_features, dtype=dtype, device=device)
     loss_log = torch.empty(R, steps, dtype=dtype, device=device)
-    first_loss, first_acc = _validate(model, x_val, y_val, val_chunk)
-    val_steps, val_loss, val_acc = [0], [first_loss], [first_acc]
-    checked = 0
+    checkpoints = checkpoint.current()
+    slot = checkpoints.next_loop() if checkpoints is not None else -1
+    saved = checkpoints.load(slot) if checkpoints is not None else None
+    if saved is not None and "result" in saved:  # this loop finished before the run was interrupted
+        model.restore(saved["model"])
+        return saved["result"]
+    if saved is None:
+        first_loss, first_acc = _validate(model, x_val, y_val, val_chunk)
+        first, checked, val_steps, val_loss, val_acc = 0, 0, [0], [first_loss], [first_acc]
+    else:
+        model.restore(saved["model"])
+        opt.load_state_dict(saved["optimizer"])
+        first, checked = saved["step"], saved["checked"]
+        val_steps, val_loss, val_acc = saved["val_steps"], saved["val_loss"], saved["val_acc"]
+        logits_log[:, :first], loss_log[:, :first] = saved["logits"], saved["loss"]
     model.train()
-    for t in range(steps):
+    for t in range(first, steps):
+        if checkpoints is not None and t > first and checkpoints.due():
+            checkpoints.save(slot, {"step": t, "checked": checked, "model": model.snapshot(),
+                                    "optimizer": opt.state_dict(), "logits": logits_log[:, :t].clone(),
+                                    "loss": loss_log[:, :t].clone(), "val_steps": list(val_steps),
+                                    "val_loss": list(val_loss), "val_acc": list(val_acc)})
         xb = x_train[order[:, t]].unsqueeze(1)                        # (R, 1, C, H, W): one example per trial
         logits = model(xb)[:, 0]                                       # (R, K)
         loss = cross_entropy(logits, labels[:, t])
@@ -202,6 +222,9 @@ def train_batch1_sgd(model: Ensemble, x_train: Tensor, y_train: Tensor, x_val: T
             val_loss.append(vl)
             val_acc.append(va)
     _check_finite(loss_log, checked, steps)
-    return SGDLog(sample=order.cpu().numpy(), label=labels.cpu().numpy(), logits=logits_log.cpu().numpy(),
-                  train_loss=loss_log.cpu().numpy(), val_steps=np.array(val_steps),
-                  val_loss=torch.stack(val_loss).cpu().numpy(), val_acc=torch.stack(val_acc).cpu().numpy())
+    log = SGDLog(sample=order.cpu().numpy(), label=labels.cpu().numpy(), logits=logits_log.cpu().numpy(),
+                 train_loss=loss_log.cpu().numpy(), val_steps=np.array(val_steps),
+                 val_loss=torch.stack(val_loss).cpu().numpy(), val_acc=torch.stack(val_acc).cpu().numpy())
+    if checkpoints is not None and checkpoints.due():
+        checkpoints.save(slot, {"result": log, "model": model.snapshot()})
+    return log

@@ -179,7 +179,7 @@ def train(
     slot = checkpoints.next_loop() if checkpoints is not None else -1
     saved = checkpoints.load(slot) if checkpoints is not None else None
     if saved is not None:
-        _load_model(model, saved["model"])
+        model.restore(saved["model"])
         checkpoint.restore_rng(saved["rng"], generator)
         if "result" in saved:  # this loop finished before the run was interrupted
             return saved["result"]
@@ -192,7 +192,7 @@ def train(
     for step in range(first, steps + 1):
         if checkpoints is not None and step > first and checkpoints.due():
             checkpoints.save(slot, {
-                "step": step, "model": _model_state(model), "optimizer": opt.state_dict(),
+                "step": step, "model": model.snapshot(), "optimizer": opt.state_dict(),
                 "rng": checkpoint.rng_state(generator), "recorded_steps": list(recorded_steps),
                 "recorded_loss": list(recorded_loss), "recorded": {n: list(v) for n, v in recorded.items()},
                 "order": order.clone(), "cursor": cursor, "alive": alive.clone(), "diverged_at": diverged_at.copy()})
@@ -264,18 +264,5 @@ def train(
         stopped_at=step,
     )
     if checkpoints is not None and checkpoints.due():
-        checkpoints.save(slot, {"result": result, "model": _model_state(model), "rng": checkpoint.rng_state(generator)})
+        checkpoints.save(slot, {"result": result, "model": model.snapshot(), "rng": checkpoint.rng_state(generator)})
     return result
-
-
-def _model_state(model: Ensemble) -> dict[str, dict[str, Tensor]]:
-    return {"params": {n: p.detach().clone() for n, p in model.params.items()},
-            "buffers": {n: b.clone() for n, b in model.buffers_.items()}}
-
-
-@torch.no_grad()
-def _load_model(model: Ensemble, state: dict[str, dict[str, Tensor]]) -> None:
-    for name, value in state["params"].items():
-        model.params[name].copy_(value)
-    for name, value in state["buffers"].items():
-        model.buffers_[name].copy_(value)
