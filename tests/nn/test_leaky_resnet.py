@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from interrupt import Killed, kill_at
 from repdyn.nn import Diverged
 from repdyn.nn.leaky_resnet import LeakyResNet, TrainingPlan, data_cost, fit
 from repdyn.theory import leaky_resnet as lr
@@ -145,16 +146,8 @@ def test_an_interrupted_fit_resumes_from_its_checkpoint_bit_identical(tmp_path, 
     adaptive = torch.tensor([False, True])
     reference = _model()
     expected = fit(reference, x, y, 0.01, plan, adaptive=adaptive)
-
-    class Killed(Exception):
-        pass
-
-    def kill(step, total, loss):
-        if step == stop_at:
-            raise Killed
-
     path = tmp_path / "run.ckpt"
-    with checkpointing(Checkpointer(path, every=0.0)), reporting(kill), pytest.raises(Killed):
+    with checkpointing(Checkpointer(path, every=0.0)), reporting(kill_at(stop_at)), pytest.raises(Killed):
         fit(_model(), x, y, 0.01, plan, adaptive=adaptive)
     resumed, steps_seen = _model(), []
     with checkpointing(Checkpointer(path, every=0.0)), reporting(lambda step, total, loss: steps_seen.append(step)):

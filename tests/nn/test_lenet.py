@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 
+from interrupt import Killed, kill_at
 from repdyn.nn import Diverged
 from repdyn.nn.lenet import LeNet, lenet_ensemble, train_batch1_sgd
 from repdyn.nn.losses import cross_entropy
@@ -114,16 +115,8 @@ def test_an_interrupted_sgd_run_resumes_from_its_checkpoint_bit_identical(tmp_pa
     from repdyn.nn.progress import reporting
 
     reference = _small_run("cpu")
-
-    class Killed(Exception):
-        pass
-
-    def kill(step, total, loss):
-        if step == stop_at:
-            raise Killed
-
     path = tmp_path / "run.ckpt"
-    with checkpointing(Checkpointer(path, every=0.0)), reporting(kill), pytest.raises(Killed):
+    with checkpointing(Checkpointer(path, every=0.0)), reporting(kill_at(stop_at)), pytest.raises(Killed):
         _small_run("cpu")
     steps_seen = []
     with checkpointing(Checkpointer(path, every=0.0)), reporting(lambda step, total, loss: steps_seen.append(step)):
