@@ -36,7 +36,7 @@ def test_execute_is_pure():
 
 def test_helpers():
     assert readout_layer(20) == "layer9" and readout_layer(2) == "layer0" and readout_layer(4) == "layer1"
-    assert scaled_lr(0.005, 50) == pytest.approx(0.05)
+    assert scaled_lr(0.005, 50) == pytest.approx(0.005)
     t = np.arange(10.0)
     u = np.array([0, 0, 0, 0, 0, 0.01, 0.5, 1, 1, 1.0])
     assert plateau_fraction(t, u) == pytest.approx(6 / 9)
@@ -89,3 +89,22 @@ def test_final_distance_splits_its_repetitions_into_independent_runs_at_paper_sc
     split = {run.label: experiment.execute(config, run, 7, "cpu") for run in experiment.runs(config)}
     assert experiment.analyse(config, split).measured["slope"].values[0] == \
         experiment.analyse(batched, {"sweep": whole}).measured["slope"].values[0]
+
+
+def test_tangent_kernel_does_not_grow_with_width():
+    """Why the Table-1 learning rates are used unchanged at reduced widths: ‖∂f/∂θ‖² of the default 20-layer network
+    at a 1-D input is O(1) in width under Xavier init (spec 000 §6.2's 500/width factor assumed it grows)."""
+    import torch
+
+    from repdyn.nn import MLP
+
+    def kernel(width: int) -> float:
+        values = []
+        for seed in range(3):
+            torch.manual_seed(seed)
+            model = MLP(1, width, 20, 1, activation="leaky_relu", dtype=torch.float64)
+            out = model(torch.tensor([[-1.0]], dtype=torch.float64))[0, 0]
+            values.append(sum(float((g**2).sum()) for g in torch.autograd.grad(out, list(model.parameters()))))
+        return float(np.median(values))
+
+    assert 0.5 < kernel(64) / kernel(500) < 2.0

@@ -35,8 +35,8 @@ class DefaultRunConfig(DeepRunConfig):
 
 
 SCALE_CONFIGS = {
-    "smoke": DefaultRunConfig(width=32, depth=4, steps=400, time_compression=2.0, record_every=5),
-    "quick": DefaultRunConfig(width=64, steps=4000, time_compression=1.5, record_every=10),
+    "smoke": DefaultRunConfig(width=32, depth=4, steps=400, time_compression=31.25, record_every=5),
+    "quick": DefaultRunConfig(width=64, steps=4000, time_compression=11.71875, record_every=10),
     "paper": DefaultRunConfig(),
 }
 FIG11 = "Trajectories of the alternatives are not as good of a fit compared to the effective theory."

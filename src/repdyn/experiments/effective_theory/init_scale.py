@@ -47,9 +47,9 @@ class InitialWeightScale(Experiment):
     source = "Fig. 3, Fig. 12, Table 1, Eq. 9"
     Config = InitScaleConfig
     scales = {
-        "smoke": InitScaleConfig(gains=(0.9, 1.3, 1.4), width=32, depth=4, steps=400, time_compression=2.0,
+        "smoke": InitScaleConfig(gains=(0.9, 1.3, 1.4), width=32, depth=4, steps=400, time_compression=31.25,
                                  record_every=5),
-        "quick": InitScaleConfig(width=64, steps=4000, time_compression=1.5, record_every=10),
+        "quick": InitScaleConfig(width=64, steps=4000, time_compression=11.71875, record_every=10),
         "paper": InitScaleConfig(),
     }
     claims = (
@@ -176,6 +176,6 @@ class InitialWeightScale(Experiment):
             analysis.measured["loss_fit"] = Measured(np.max(loss_err[fitted], axis=0), "per gain (median): "
                                                      + ", ".join(f"{config.gains[g]:g}: {np.nanmedian(loss_err[g]):.3g}"
                                                                  for g in fitted))
-        analysis.notes = (f"Width {config.width}, {config.steps} GD steps, Table-1 learning rates × (500/width) × "
+        analysis.notes = (f"Width {config.width}, {config.steps} GD steps, Table-1 learning rates × "
                           f"{config.time_compression:g}; time axis in paper epochs; {conv}. " + " ".join(notes[:20]))
         return analysis

@@ -75,8 +75,8 @@ class XorStructure(Experiment):
     source = "Fig. 6, Table 2, Eq. 10"
     Config = XorConfig
     scales = {
-        "smoke": XorConfig(width=32, depth=4, steps=200, shallow_steps=200, time_compression=2.0, tau_steps=400),
-        "quick": XorConfig(width=64, steps=1500, shallow_steps=4000, time_compression=2.0,
+        "smoke": XorConfig(width=32, depth=4, steps=200, shallow_steps=200, time_compression=31.25, tau_steps=400),
+        "quick": XorConfig(width=64, steps=1500, shallow_steps=4000, time_compression=15.625,
                            shallow_time_compression=3.0, tau_steps=2000),
         "paper": XorConfig(),
     }
