@@ -88,8 +88,9 @@ class TwoPointDynamics(Experiment):
                   quote="To determine the values of … and … we optimize the squared fit loss",
                   band_reason="our choice: every architecture of Table 1 is fitted in the paper", control=UNTRAINED),
         ClaimSpec("step_size", "GD at the run's step follows gradient flow (the quick scale runs 23.4 × the Table-1 "
-                  "step): halving the step (twice the steps, same flow time, same initialisation) changes the fitted 1/τ_h and 1/τ_y of the default network by at most "
-                  "this relative amount", "seed 000, App. B.1", at_most(0.05), depends_on=("default",),
+                  "step): halving the step (twice the steps, same flow time, same initialisation) changes the "
+                  "fitted 1/τ_h and 1/τ_y of the default network by at most this relative amount",
+                  "seed 000, App. B.1", at_most(0.05), depends_on=("default",),
                   quote="Learning rates are chosen to produce smooth loss curves",
                   band_reason="our choice (issue 15): Eq. 7 is a gradient-flow ODE, so the fitted rates must not "
                   "depend on the step by more than 5 %", control=UNTRAINED,
