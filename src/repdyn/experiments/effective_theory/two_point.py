@@ -29,6 +29,9 @@ from repdyn.experiments.effective_theory.common import (
 FIG2 = "matches the theory after fitting two constants"
 HALF_STEP = "default_half_step"
 TABLE_STEP = "default_table_step"
+W500_FIT = ("every width-500 network that leaves the plateau within the run leaves it in a jump no Eq. 7 solution "
+            "follows: normalised fit loss 0.98 (half step, seed 0; the only one of 6 that converged at the Table-1 "
+            "step or half of it); the unconverged ones fit at 0.007-0.03 because they are still on the plateau")
 
 
 @dataclass(frozen=True)
@@ -44,7 +47,8 @@ class TwoPointConfig:
     step_check: bool = param(True, help="also train the default network at half the step for twice the steps")
     check_epochs: int = param(6000, ge=0, help="epochs of the extra default run at the Table-1 step itself "
                                                "(time_compression 1), whose convergence is claimed (0: no such run)")
-    check_trials: int = param(6, ge=1, help="independent networks of that run (one ensemble)")
+    check_trials: int = param(16, ge=1, help="independent networks of that run (one ensemble; Holds needs a "
+                                                  "majority decided at 90 %)")
     dx: float = param(0.5, gt=0)
     dy: float = param(1.0, gt=0)
 
@@ -57,16 +61,26 @@ class TwoPointDynamics(Experiment):
     Config = TwoPointConfig
     scales = {
         "smoke": TwoPointConfig(architectures=("default", "shallow"), width=32, steps=300, time_compression=62.5,
-                                record_every=5),
+                                record_every=5, check_epochs=300, check_trials=3),
         "quick": TwoPointConfig(width=64, steps=1500, time_compression=23.4375, record_every=5),
         "paper": TwoPointConfig(),
     }
     claims = (
         ClaimSpec("default_fit", "With two fitted constants (1/τ_h, 1/τ_y), Eq. 7 overlays u, v, w of the default "
-                  "20-layer leaky-ReLU network: Eq. 49 fit loss normalised per variable, per trial",
+                  "20-layer leaky-ReLU network: Eq. 49 fit loss normalised per variable, per converged trial (Fig. 2 "
+                  "shows whole transitions; a fit to a plateau alone says nothing)",
                   "seed 000, Fig. 2", at_most(0.1), depends_on=("default",), quote=FIG2,
                   band_reason="our choice (the paper gives no number): a residual a tenth of each curve's own "
-                  "variation is a visible overlay as in Fig. 2", control=UNTRAINED, figure="fig2_trajectories_1"),
+                  "variation is a visible overlay as in Fig. 2", control=UNTRAINED, figure="fig2_trajectories_1",
+                  disagreement=Disagreement(
+                      settings="the paper's: 20 × 500 leaky ReLU, gain 1, full-batch GD at the Table-1 learning rate "
+                               "0.005 (6000 epochs), half of it (12000 steps) and twice it (3000 steps), dx = 0.5, "
+                               "dy = 1, float64; 3 seeds each",
+                      measured=W500_FIT,
+                      ruled_out="the fit search (widened to 12 decades of τ_y/τ_h; it recovers known rates to 1 %); "
+                                "the step (half the Table-1 step fits no better); the width (width 64 at the Table-1 "
+                                "step: 0.60, at half of it 0.70); the read-out layer (layer 10 of 20, §7.11)",
+                      doc="docs/reproduction/000.md#eq-7-does-not-overlay-the-transition")),
         ClaimSpec("all_fit", "Eq. 7 overlays the trajectories of every architecture: per trial, the median over "
                   "architectures of the normalised fit loss (per architecture in the note)", "seed 000, Fig. 2",
                   at_most(0.1), quote="amongst architectures with varying connectivity (top) and nonlinearities "
@@ -193,7 +207,9 @@ class TwoPointDynamics(Experiment):
             res = results["default"]
             t = res["steps"]
             ok = converged(res["loss"])
-            analysis.measured["default_fit"] = Measured(rel["default"], "normalised Eq. 49 loss per trial")
+            analysis.measured["default_fit"] = Measured(gated(rel["default"], ok), "normalised Eq. 49 loss per "
+                                                        f"converged trial (converged: {int(ok.sum())} of {K}; "
+                                                        "all: " + ", ".join(f"{x:.3g}" for x in rel["default"]) + ")")
             analysis.measured["plateau"] = Measured(
                 gated([plateau_fraction(t, res["u"][:, k, 0]) for k in range(K)], ok),
                 f"converged trials: {int(ok.sum())} of {K}")
