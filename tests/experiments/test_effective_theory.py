@@ -108,3 +108,16 @@ def test_tangent_kernel_does_not_grow_with_width():
         return float(np.median(values))
 
     assert 0.5 < kernel(64) / kernel(500) < 2.0
+
+
+def test_w_never_dips_below_minus_a_quarter_of_Y():
+    """Fig. 2's dip of w stops at −Y/4: for 1-D outputs w = ‖dy‖² − dy·Δy ≥ −Y/4 identically (an algebraic bound,
+    reached when dy = Δy/2; formerly the claim two_point.w_dip, which could fail only by not converging)."""
+    from repdyn.experiments.effective_theory.common import train_two_point
+
+    res = train_two_point(activation="leaky_relu", depth=4, width=16, gains=[1.0, 1.0], lrs=[0.2, 0.2], seeds=[0, 1],
+                          steps=400, record_every=1, dx=[0.5, 1.0], dy=[1.0, 0.5])
+    Y = res["Y"]
+    assert np.all(res["w"] >= -Y / 4 - 1e-12)
+    np.testing.assert_allclose(np.abs(res["v"] - res["w"]), np.sqrt(res["v"] * Y), rtol=1e-9, atol=1e-15)  # |dy·Δy|
+    assert res["w"].min() < -0.9 * Y.min() / 4  # the bound is reached during training

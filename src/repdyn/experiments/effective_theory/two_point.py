@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from repdyn.experiments.base import Analysis, Experiment, RunSpec
-from repdyn.experiments.claims import ClaimSpec, Disagreement, Holds, InRange, Measured, at_least, at_most
+from repdyn.experiments.claims import ClaimSpec, Disagreement, Holds, Measured, at_least, at_most
 from repdyn.experiments.config import param
 from repdyn.experiments.effective_theory.common import (
     TABLE1,
@@ -91,12 +91,6 @@ class TwoPointDynamics(Experiment):
                   quote="Therefore, the dynamics are initially stagnant resulting in plateau-like behavior",
                   band_reason="our choice: a tenth of the run flat before a 5 % rise is a plateau visible in "
                   "Fig. 2; immediate decay (Fig. 3, large init) gives < 0.05", control=UNTRAINED),
-        ClaimSpec("w_dip", "w dips negative during learning and stays above −Y/4: min_t w / Y (default network)",
-                  "seed 000, Fig. 2; spec 000 §2.1", InRange(-0.25, -0.05), depends_on=("default",),
-                  quote="output alignment w … during training on a two point dataset",
-                  band_reason="derived: −Y/4 is the minimum of w = ‖dy‖² − dy·Δy for 1-D outputs (an identity); "
-                  "−0.05 (our choice) requires a visible dip, which the untrained network lacks",
-                  control=UNTRAINED),
         ClaimSpec("fits_converged", "The fit converges (no search bound hit) for every architecture: per trial, "
                   "the fraction of architectures with a converged fit", "seed 000, App. B.1", at_least(1.0),
                   quote="To determine the values of … and … we optimize the squared fit loss",
@@ -215,7 +209,6 @@ class TwoPointDynamics(Experiment):
             analysis.measured["plateau"] = Measured(
                 gated([plateau_fraction(t, res["u"][:, k, 0]) for k in range(K)], ok),
                 f"converged trials: {int(ok.sum())} of {K}")
-            analysis.measured["w_dip"] = Measured(np.min(res["w"], axis=0) / Y, "min_t w / Y per trial")
         if HALF_STEP in results and "default" in results:
             change = np.max(np.abs(rates[HALF_STEP] / rates["default"] - 1), axis=1)
             analysis.measured["step_size"] = Measured(change, "largest relative change of (1/τ_h, 1/τ_y) per trial")
