@@ -36,7 +36,7 @@ def test_execute_is_pure():
 
 def test_helpers():
     assert readout_layer(20) == "layer9" and readout_layer(2) == "layer0" and readout_layer(4) == "layer1"
-    assert scaled_lr(0.005, 50) == pytest.approx(0.05)
+    assert scaled_lr(0.005, 50) == pytest.approx(0.005)
     t = np.arange(10.0)
     u = np.array([0, 0, 0, 0, 0, 0.01, 0.5, 1, 1, 1.0])
     assert plateau_fraction(t, u) == pytest.approx(6 / 9)
@@ -89,3 +89,35 @@ def test_final_distance_splits_its_repetitions_into_independent_runs_at_paper_sc
     split = {run.label: experiment.execute(config, run, 7, "cpu") for run in experiment.runs(config)}
     assert experiment.analyse(config, split).measured["slope"].values[0] == \
         experiment.analyse(batched, {"sweep": whole}).measured["slope"].values[0]
+
+
+def test_tangent_kernel_does_not_grow_with_width():
+    """Why the Table-1 learning rates are used unchanged at reduced widths: ‖∂f/∂θ‖² of the default 20-layer network
+    at a 1-D input is O(1) in width under Xavier init (spec 000 §6.2's 500/width factor assumed it grows)."""
+    import torch
+
+    from repdyn.nn import MLP
+
+    def kernel(width: int) -> float:
+        values = []
+        for seed in range(3):
+            torch.manual_seed(seed)
+            model = MLP(1, width, 20, 1, activation="leaky_relu", dtype=torch.float64)
+            out = model(torch.tensor([[-1.0]], dtype=torch.float64))[0, 0]
+            values.append(sum(float((g**2).sum()) for g in torch.autograd.grad(out, list(model.parameters()))))
+        return float(np.median(values))
+
+    assert 0.5 < kernel(64) / kernel(500) < 2.0
+
+
+def test_w_never_dips_below_minus_a_quarter_of_Y():
+    """Fig. 2's dip of w stops at −Y/4: for 1-D outputs w = ‖dy‖² − dy·Δy ≥ −Y/4 identically (an algebraic bound,
+    reached when dy = Δy/2; formerly the claim two_point.w_dip, which could fail only by not converging)."""
+    from repdyn.experiments.effective_theory.common import train_two_point
+
+    res = train_two_point(activation="leaky_relu", depth=4, width=16, gains=[1.0, 1.0], lrs=[0.2, 0.2], seeds=[0, 1],
+                          steps=400, record_every=1, dx=[0.5, 1.0], dy=[1.0, 0.5])
+    Y = res["Y"]
+    assert np.all(res["w"] >= -Y / 4 - 1e-12)
+    np.testing.assert_allclose(np.abs(res["v"] - res["w"]), np.sqrt(res["v"] * Y), rtol=1e-9, atol=1e-15)  # |dy·Δy|
+    assert res["w"].min() < -0.9 * Y.min() / 4  # the bound is reached during training

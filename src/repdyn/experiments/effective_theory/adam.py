@@ -51,8 +51,8 @@ class AdamDynamics(Experiment):
     source = "Figs. 15-18 (App. C.5)"
     Config = AdamConfig
     scales = {
-        "smoke": AdamConfig(width=32, depth=4, steps=300, xor_steps=100, time_compression=2.0, record_every=5),
-        "quick": AdamConfig(width=64, steps=2000, xor_steps=700, time_compression=1.5, record_every=10),
+        "smoke": AdamConfig(width=32, depth=4, steps=300, xor_steps=100, time_compression=31.25, record_every=5),
+        "quick": AdamConfig(width=64, steps=2000, xor_steps=700, time_compression=11.71875, record_every=10),
         "paper": AdamConfig(),
     }
     claims = (
@@ -136,5 +136,5 @@ class AdamDynamics(Experiment):
         analysis.figures["fig15_adam"] = trajectory_figure(
             "Fig. 15: default two-point network, GD vs Adam, with fitted Eq. 7 (dashed)", panels, 1.0)
         analysis.notes = (f"Adam lr {config.adam_lr:g} (unstated in the paper; PyTorch default betas); GD lr = "
-                          f"Table 1 × (500/width) × {config.time_compression:g}; time axis in steps; {conv}.")
+                          f"Table 1 × {config.time_compression:g}; time axis in steps; {conv}.")
         return analysis

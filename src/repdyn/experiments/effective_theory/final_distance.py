@@ -51,9 +51,9 @@ class FinalDistance(Experiment):
     source = "Fig. 5, Eq. 10"
     Config = FinalDistanceConfig
     scales = {
-        "smoke": FinalDistanceConfig(width=32, depth=4, steps=400, time_compression=2.0, record_every=5,
+        "smoke": FinalDistanceConfig(width=32, depth=4, steps=400, time_compression=31.25, record_every=5,
                                      fit_trials=1, grid=2, run_per_repeat=False),
-        "quick": FinalDistanceConfig(width=64, steps=2000, time_compression=1.5, record_every=10, fit_trials=3,
+        "quick": FinalDistanceConfig(width=64, steps=2000, time_compression=11.71875, record_every=10, fit_trials=3,
                                      grid=3, run_per_repeat=False),
         "paper": FinalDistanceConfig(),
     }

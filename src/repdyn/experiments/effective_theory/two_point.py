@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from repdyn.experiments.base import Analysis, Experiment, RunSpec
-from repdyn.experiments.claims import ClaimSpec, InRange, Measured, at_least, at_most
+from repdyn.experiments.claims import ClaimSpec, Disagreement, Holds, Measured, at_least, at_most
 from repdyn.experiments.config import param
 from repdyn.experiments.effective_theory.common import (
     TABLE1,
@@ -28,6 +28,10 @@ from repdyn.experiments.effective_theory.common import (
 
 FIG2 = "matches the theory after fitting two constants"
 HALF_STEP = "default_half_step"
+TABLE_STEP = "default_table_step"
+W500_FIT = ("every width-500 network that leaves the plateau within the run leaves it in a jump no Eq. 7 solution "
+            "follows: normalised fit loss 0.98 (half step, seed 0; the only one of 9 that converged at the Table-1 "
+            "step, half or twice it); the unconverged ones fit at 0.007-0.03 because they are still on the plateau")
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,10 @@ class TwoPointConfig:
     seeds_per_architecture: int = param(3, ge=1, help="independent trials per architecture (one ensemble; the "
                                                       "paper shows one run each)")
     step_check: bool = param(True, help="also train the default network at half the step for twice the steps")
+    check_epochs: int = param(6000, ge=0, help="epochs of the extra default run at the Table-1 step itself "
+                                               "(time_compression 1), whose convergence is claimed (0: no such run)")
+    check_trials: int = param(16, ge=1, help="independent networks of that run (one ensemble; Holds needs a "
+                                                  "majority decided at 90 %)")
     dx: float = param(0.5, gt=0)
     dy: float = param(1.0, gt=0)
 
@@ -52,17 +60,27 @@ class TwoPointDynamics(Experiment):
     source = "Fig. 2, Table 1, Eq. 7, Eq. 49"
     Config = TwoPointConfig
     scales = {
-        "smoke": TwoPointConfig(architectures=("default", "shallow"), width=32, steps=300, time_compression=4.0,
-                                record_every=5),
-        "quick": TwoPointConfig(width=64, steps=1500, time_compression=3.0, record_every=5),
+        "smoke": TwoPointConfig(architectures=("default", "shallow"), width=32, steps=300, time_compression=62.5,
+                                record_every=5, check_epochs=300, check_trials=3),
+        "quick": TwoPointConfig(width=64, steps=1500, time_compression=23.4375, record_every=5),
         "paper": TwoPointConfig(),
     }
     claims = (
         ClaimSpec("default_fit", "With two fitted constants (1/τ_h, 1/τ_y), Eq. 7 overlays u, v, w of the default "
-                  "20-layer leaky-ReLU network: Eq. 49 fit loss normalised per variable, per trial",
+                  "20-layer leaky-ReLU network: Eq. 49 fit loss normalised per variable, per converged trial (Fig. 2 "
+                  "shows whole transitions; a fit to a plateau alone says nothing)",
                   "seed 000, Fig. 2", at_most(0.1), depends_on=("default",), quote=FIG2,
                   band_reason="our choice (the paper gives no number): a residual a tenth of each curve's own "
-                  "variation is a visible overlay as in Fig. 2", control=UNTRAINED, figure="fig2_trajectories_1"),
+                  "variation is a visible overlay as in Fig. 2", control=UNTRAINED, figure="fig2_trajectories_1",
+                  disagreement=Disagreement(
+                      settings="the paper's: 20 × 500 leaky ReLU, gain 1, full-batch GD at the Table-1 learning rate "
+                               "0.005 (6000 epochs), half of it (12000 steps) and twice it (3000 steps), dx = 0.5, "
+                               "dy = 1, float64; 3 seeds each",
+                      measured=W500_FIT,
+                      ruled_out="the fit search (widened to 12 decades of τ_y/τ_h; it recovers known rates to 1 %); "
+                                "the step (half the Table-1 step fits no better); the width (width 64 at the Table-1 "
+                                "step: 0.60, at half of it 0.70); the read-out layer (layer 10 of 20, §7.11)",
+                      doc="docs/reproduction/000.md#eq-7-does-not-overlay-the-transition")),
         ClaimSpec("all_fit", "Eq. 7 overlays the trajectories of every architecture: per trial, the median over "
                   "architectures of the normalised fit loss (per architecture in the note)", "seed 000, Fig. 2",
                   at_most(0.1), quote="amongst architectures with varying connectivity (top) and nonlinearities "
@@ -72,37 +90,81 @@ class TwoPointDynamics(Experiment):
                   at_least(0.1), depends_on=("default",),
                   quote="Therefore, the dynamics are initially stagnant resulting in plateau-like behavior",
                   band_reason="our choice: a tenth of the run flat before a 5 % rise is a plateau visible in "
-                  "Fig. 2; immediate decay (Fig. 3, large init) gives < 0.05", control=UNTRAINED),
-        ClaimSpec("w_dip", "w dips negative during learning and stays above −Y/4: min_t w / Y (default network)",
-                  "seed 000, Fig. 2; spec 000 §2.1", InRange(-0.25, -0.05), depends_on=("default",),
-                  quote="output alignment w … during training on a two point dataset",
-                  band_reason="derived: −Y/4 is the minimum of w = ‖dy‖² − dy·Δy for 1-D outputs (an identity); "
-                  "−0.05 (our choice) requires a visible dip, which the untrained network lacks",
-                  control=UNTRAINED),
+                  "Fig. 2; immediate decay (Fig. 3, large init) gives < 0.05", control=UNTRAINED,
+                  disagreement=Disagreement(
+                      settings="the paper's: 20 × 500 leaky ReLU, gain 1, Table-1 learning rate 0.005, 6000 epochs, "
+                               "dx = 0.5, dy = 1, float64; 3 seeds (and at half and twice the step)",
+                      measured="the plateau is there in every run, but at the Table-1 step none of 3 networks "
+                               "completes it within 6000 epochs (0 of 3 at twice the step; 1 of 3 at half the step, "
+                               "plateau fraction 0.79), so a converged run's plateau fraction is mostly unmeasurable; "
+                               "quick: one of 3 trials still on the plateau after 35 000 epochs",
+                      ruled_out="the width (64 and 500 agree); the step (half, twice); the training time at width 64 "
+                                "(23.4 × the step for 1500 steps)",
+                      doc="docs/reproduction/000.md#convergence-within-6000-epochs")),
         ClaimSpec("fits_converged", "The fit converges (no search bound hit) for every architecture: per trial, "
                   "the fraction of architectures with a converged fit", "seed 000, App. B.1", at_least(1.0),
                   quote="To determine the values of … and … we optimize the squared fit loss",
                   band_reason="our choice: every architecture of Table 1 is fitted in the paper", control=UNTRAINED),
-        ClaimSpec("step_size", "The quick scale's raised learning rate still follows gradient flow: halving the "
-                  "step (twice the steps) changes the fitted 1/τ_h and 1/τ_y of the default network by at most "
-                  "this relative amount", "seed 000, App. B.1", at_most(0.05), depends_on=("default",),
+        ClaimSpec("step_size", "GD at the run's step follows gradient flow (the quick scale runs 23.4 × the Table-1 "
+                  "step): halving the step (twice the steps, same flow time, same initialisation) changes the "
+                  "fitted 1/τ_h and 1/τ_y of the default network by at most this relative amount",
+                  "seed 000, App. B.1", at_most(0.05), depends_on=("default",),
                   quote="Learning rates are chosen to produce smooth loss curves",
                   band_reason="our choice (issue 15): Eq. 7 is a gradient-flow ODE, so the fitted rates must not "
-                  "depend on the step by more than 5 %", control=UNTRAINED),
+                  "depend on the step by more than 5 %", control=UNTRAINED,
+                  disagreement=Disagreement(
+                      settings="the paper's: 20 × 500 leaky ReLU, gain 1, Table-1 learning rate 0.005 for 6000 steps "
+                               "against 0.0025 for 12000 steps (same flow time, same initialisation), dx = 0.5, "
+                               "dy = 1, float64; 3 seeds",
+                      measured="largest relative change of (1/τ_h, 1/τ_y) per seed: 0.75, 0.10, 0.15 (1/τ_h alone: "
+                               "0.12, 0.05, 0.13); the one network that leaves the plateau does so at epoch 5960 vs "
+                               "5620. Width 64 (8 seeds): the escape epoch moves 5290 → 3710 → 3320 from twice to "
+                               "half the Table-1 step",
+                      ruled_out="the fit (it recovers known rates to 1 % on Eq. 7 trajectories, "
+                                "test_fit_recovers_rates_and_reports_failure); the width (the same at 64 and 500); "
+                                "the quick scale's raised step alone (the paper's own step already fails)",
+                      doc="docs/reproduction/000.md#the-table-1-step-is-not-gradient-flow")),
+        ClaimSpec("converges", "At the Table-1 learning rate itself (½-MSE convention of Eq. 2, time_compression "
+                  "1) the default network converges within 6000 epochs: per trial, final loss < 1e-3",
+                  "seed 000, App. B.1, Table 1", Holds(),
+                  quote="Learning rates are chosen to produce smooth loss curves while still converging within the "
+                  "6000 epochs.",
+                  band_reason="read off App. B.1: the learning rates were chosen so that training converges; Holds "
+                  "needs a majority of trials", control=UNTRAINED,
+                  disagreement=Disagreement(
+                      settings="the paper's: 20 × 500 leaky ReLU, gain 1, Table-1 learning rate 0.005, full-batch GD, "
+                               "6000 epochs, dx = 0.5, dy = 1, float64; 3 seeds (plus 8 seeds at width 64)",
+                      measured="width 500: 0 of 3 converge (final loss 0.0062, 0.124, 0.123; two still on the Y/8 "
+                               "plateau); at twice the step 0 of 3 (0.088, 0.124, 0.114); width 64: 1 of 8 (7 on the "
+                               "plateau at 0.123-0.125)",
+                      ruled_out="the width (64 and 500 agree, and the tangent kernel is width-independent under "
+                                "this init: test_tangent_kernel_does_not_grow_with_width); the step size (at half the "
+                                "step, 12000 steps, still 1 of 8 at width 64); the loss convention: PyTorch's MSELoss "
+                                "(no ½) doubles the step, and at twice the step (3000 steps) still 1 of 8 at width "
+                                "64 and 0 of 3 at width 500",
+                      doc="docs/reproduction/000.md#convergence-within-6000-epochs")),
     )
 
     def runs(self, config: TwoPointConfig) -> list[RunSpec]:
         runs = [RunSpec(name, {"architecture": name}, seed_group=name) for name in config.architectures]
         if config.step_check and "default" in config.architectures:
             runs.append(RunSpec(HALF_STEP, {"architecture": "default", "step_factor": 0.5}, seed_group="default"))
+        if config.check_epochs and "default" in config.architectures:
+            runs.append(RunSpec(TABLE_STEP, {"architecture": "default", "table_step": True}))
         return runs
 
     def execute(self, config: TwoPointConfig, run: RunSpec, seed: int, device: str) -> dict:
         arch = TABLE1[run.params["architecture"]]
+        if run.params.get("table_step"):
+            k = config.check_trials
+            return train_two_point(activation=arch.activation, depth=arch.depth, width=config.width,
+                                   gains=[arch.gain] * k, lrs=[arch.lr] * k, seeds=[seed + i for i in range(k)],
+                                   steps=config.check_epochs if config.steps else 0, record_every=100,
+                                   dx=[config.dx] * k, dy=[config.dy] * k, device=device, generator_seed=seed)
         factor = run.params.get("step_factor", 1.0)
         width = width_of(arch, config.width)
         k = config.seeds_per_architecture
-        lr = scaled_lr(arch.lr, width, round(500 * arch.width_fraction)) * config.time_compression * factor
+        lr = scaled_lr(arch.lr, width) * config.time_compression * factor
         if config.width < 500:
             lr *= arch.reduced_width_lr_factor
         return train_two_point(activation=arch.activation, depth=arch.depth, width=width, gains=[arch.gain] * k,
@@ -116,8 +178,14 @@ class TwoPointDynamics(Experiment):
         K = config.seeds_per_architecture
         analysis = Analysis()
         panels, failures = {}, []
+        results = dict(results)
         rel = {name: np.full(K, np.nan) for name in config.architectures}
         rates = {}
+        if TABLE_STEP in results:
+            res = results.pop(TABLE_STEP)
+            analysis.measured["converges"] = Measured(converged(res["loss"]).tolist(), "final losses after "
+                                                      f"{int(res['steps'][-1])} epochs: "
+                                                      + ", ".join(f"{x:.3g}" for x in res["loss"][-1]))
         for name, res in results.items():
             factor = 0.5 if name == HALF_STEP else 1.0
             t = res["steps"] * config.time_compression * factor  # epochs in the paper's time units
@@ -145,11 +213,12 @@ class TwoPointDynamics(Experiment):
             res = results["default"]
             t = res["steps"]
             ok = converged(res["loss"])
-            analysis.measured["default_fit"] = Measured(rel["default"], "normalised Eq. 49 loss per trial")
+            analysis.measured["default_fit"] = Measured(gated(rel["default"], ok), "normalised Eq. 49 loss per "
+                                                        f"converged trial (converged: {int(ok.sum())} of {K}; "
+                                                        "all: " + ", ".join(f"{x:.3g}" for x in rel["default"]) + ")")
             analysis.measured["plateau"] = Measured(
                 gated([plateau_fraction(t, res["u"][:, k, 0]) for k in range(K)], ok),
                 f"converged trials: {int(ok.sum())} of {K}")
-            analysis.measured["w_dip"] = Measured(np.min(res["w"], axis=0) / Y, "min_t w / Y per trial")
         if HALF_STEP in results and "default" in results:
             change = np.max(np.abs(rates[HALF_STEP] / rates["default"] - 1), axis=1)
             analysis.measured["step_size"] = Measured(change, "largest relative change of (1/τ_h, 1/τ_y) per trial")
@@ -166,7 +235,7 @@ class TwoPointDynamics(Experiment):
                 Y)
         analysis.notes = (
             f"Width {config.width} (narrow: 50; conv: 20 channels), {config.steps} full-batch GD steps with the "
-            f"Table-1 learning rate × (500/width) × {config.time_compression:g} (time axis in paper epochs = step × "
+            f"Table-1 learning rate × {config.time_compression:g} (time axis in paper epochs = step × "
             f"{config.time_compression:g}); read-out after hidden layer ⌈N/2⌉ (spec 000 §7.11). Fit loss = Eq. 49 "
             "normalised per variable by the curve's own deviation from its final value. Median per architecture: "
             + per_arch + ". Not converged (final loss > 1e-3 in some trial): " + (", ".join(unconverged) or "none")
