@@ -27,7 +27,8 @@ PAPER_BUDGET_S = {"effective_theory": 6 * 60, "shallow_relu": 4 * 60, "leaky_res
                   "compression": 6 * 60, "elastic_sde": 4 * 60}
 """Each paper's share of the quick reproduction, in CPU-seconds of its runs (the topic issues' budgets)."""
 COMMAND = "python benchmarks/bench_reproduce.py"
-SHORT = {"reproduced": "R", "not reproduced": "N", "inconclusive": "I", "vacuous": "V", "skipped": "S"}
+SHORT = {"reproduced": "R", "not reproduced (documented)": "D", "not reproduced": "N", "inconclusive": "I",
+         "vacuous": "V", "skipped": "S"}
 
 
 def stored_runs(runs_root: Path) -> list[dict]:
@@ -64,7 +65,8 @@ def run(only: str | None = None) -> str:
         row["longest"] = max(row["longest"], meta.get("seconds", 0.0))
         row["diverged"] += meta.get("status") == "diverged"
     for claim in summary["claims"]:
-        per_experiment[claim["experiment"]]["verdicts"][claim["verdict"]] += 1
+        documented = claim["verdict"] == "not reproduced" == claim["recorded"]
+        per_experiment[claim["experiment"]]["verdicts"][claim["verdict"] + " (documented)" * documented] += 1
     verdict = "within the 15-minute target" if total <= TARGET_S else "OVER the 15-minute target"
     verdict += " and the 10-minute aim" if total <= AIM_S else ""
     counts = ", ".join(f"{n} {v}" for v, n in summary["verdicts"].items() if n)
@@ -87,9 +89,10 @@ def run(only: str | None = None) -> str:
                 tally[key] += n
         cpu = sum(row["cpu"] for row in rows)
         lines.append(f"| {topic} | {cpu:.0f} | {budget}{' (over)' if cpu > budget else ''} | "
-                     + ", ".join(f"{n} {v}" for v, n in tally.items()) + " |")
+                     + ", ".join(f"{tally[v]} {v}" for v in SHORT if tally[v]) + " |")
     lines += ["", "| experiment | runs | CPU time of runs (s) | longest run, wall (s) | diverged runs | verdicts "
-              "(R reproduced, N not reproduced, I inconclusive, V vacuous, S skipped) |",
+              "(R reproduced, D not reproduced as documented, N not reproduced, I inconclusive, V vacuous, "
+              "S skipped) |",
               "|---|---:|---:|---:|---:|---|"]
     for name, row in sorted(per_experiment.items(), key=lambda item: -item[1]["cpu"]):
         tags = " ".join(f"{n}{SHORT[v]}" for v, n in sorted(row["verdicts"].items()))
