@@ -173,7 +173,7 @@ def train_gradient_flow(net: HiddenLayerNet, x: torch.Tensor, y: torch.Tensor, a
                         d_parallel: int = 1, max_dgrad: float = 1e-4, max_dout: float = 0.1,
                         stop_fraction: float = 1.0, max_steps: int = 100_000, trace_neurons: int = 0,
                         record_every: int = 1, dgrad_free_dt: float | None = None,
-                        sync_every: int | None = None) -> FlowResult:
+                        sync_every: int | None = None, grow_on_jumps: bool = True) -> FlowResult:
     """Integrate Eq. (2) with the adaptive Euler rule of spec 003 §2.4, batched over trials.
 
     Per trial: dt starts at 1; a tentative step θ − dt∇L is accepted when dgrad = ‖g − g_new‖²/(‖g‖‖g_new‖)
@@ -189,7 +189,12 @@ def train_gradient_flow(net: HiddenLayerNet, x: torch.Tensor, y: torch.Tensor, a
     A dominant neuron's ReLU hyperplane can sit exactly on a training point; rounding-level gate flips then give
     dgrad spikes of 10⁻³-10⁻² at every dt, the ÷10 ratchet drives dt to 10⁻¹³ and time stops (seen at h = 100,
     p = 1024 with ~72 % fitted). Below τ/160 the Euler error of the smooth part is negligible, so skipping the
-    test there changes neither t* nor Λ*; ``dgrad_free_dt=0`` restores the plain rule. A trial stops when
+    test there changes neither t* nor Λ*; ``dgrad_free_dt=0`` restores the plain rule. Growth rule (ours): a step
+    accepted without the dgrad test (a jump, or dt below ``dgrad_free_dt``) lets dt grow when dout allows it. Without
+    it (``grow_on_jumps=False``) a point chattering on its margin keeps dgrad above max_dgrad/2 at every step, dt
+    never grows again and the fitting regime crawls at dt ≈ 0.2 (h = 100: runs capped at 4000 steps with 50-80 %
+    fitted); with it the same runs go 2-3× further in time per step, and t*, Λ* move by < 2 % (integration error).
+    A trial stops when
     its fitted fraction #{y F ≥ 1}/p reaches ``stop_fraction`` (1: zero hinge loss, the paper's rule) or
     after ``max_steps`` iterations (recorded in ``stopped``). Raises :class:`Diverged` on NaN/inf.
 
@@ -258,7 +263,8 @@ def train_gradient_flow(net: HiddenLayerNet, x: torch.Tensor, y: torch.Tensor, a
         small = dout < max_dout
         jump = running & small & ((dgrad > 0.1 * last_rejected) | margin_event)
         accept = running & small & ((dgrad < max_dgrad) | jump | (dt < dgrad_free_dt))
-        grow = accept & (dout < 0.5 * max_dout) & ((dgrad < 0.5 * max_dgrad) | jump | (dt < dgrad_free_dt))
+        smooth = (dgrad < 0.5 * max_dgrad) | (jump | (dt < dgrad_free_dt)) & grow_on_jumps
+        grow = accept & (dout < 0.5 * max_dout) & smooth
         reject = running & ~accept
         last_rejected = torch.where(reject & small, dgrad, inf)
         sel = accept[:, None, None]

@@ -12,14 +12,21 @@ from matplotlib.figure import Figure
 from repdyn.data.manifolds import compress, sample_manifold
 from repdyn.experiments.base import Analysis, Experiment, RunResult, RunSpec
 from repdyn.experiments.claims import ClaimSpec, CloseTo, Holds, InRange, Measured, at_least, at_most
-from repdyn.experiments.compression.common import UNTRAINED, flow_summary, generator, svm_error, train, trial_slopes
+from repdyn.experiments.compression.common import (
+    MEMORY_HELP,
+    UNTRAINED,
+    arccos_svm_error,
+    flow_summary,
+    generator,
+    network_output,
+    train,
+    trained_ntk_svm_error,
+    trial_slopes,
+)
 from repdyn.experiments.config import param
-from repdyn.nn.hidden_layer import hidden_layer_output
 from repdyn.theory.compression import (
     classification_error,
     feature_exponent,
-    hidden_layer_ntk,
-    infinite_width_ntk,
     lazy_exponent,
 )
 
@@ -40,6 +47,7 @@ class LearningCurveConfig:
     max_dgrad: float = param(1e-4, gt=0, help="integrator gradient-change threshold (see common.py)")
     max_steps: int = param(1_000_000, ge=0, help="iteration cap of the network training (0: the untrained control)")
     n_test: int = param(20000, ge=100, help="test-set size")
+    memory_gb: float = param(16.0, gt=0, help=MEMORY_HELP)
 
 
 def protocol(config: LearningCurveConfig, p: int, seed: int, device: str) -> dict:
@@ -49,18 +57,17 @@ def protocol(config: LearningCurveConfig, p: int, seed: int, device: str) -> dic
     network on an independent kernel set."""
     gen = generator(seed)
     x, y, net0, res = train("stripe", config.d, p, config.n_seeds, config.width, config.alpha, config.max_dgrad,
-                            1.0, config.max_steps, gen, device)
+                            1.0, config.max_steps, gen, device, config.memory_gb)
     xk, yk = sample_manifold("stripe", p, config.d, gen, batch=(config.n_seeds,), device=device)
     xt, yt = sample_manifold("stripe", config.n_test, config.d, gen, batch=(config.n_seeds,), device=device)
     net = res.net
-    f_test = config.alpha * (hidden_layer_output(net, xt) - hidden_layer_output(net0, xt))
+    mem = config.memory_gb
+    f_test = config.alpha * (network_output(net, xt, mem) - network_output(net0, xt, mem))
     out = {"feature": classification_error(f_test, yt).cpu().numpy(), **flow_summary(res, 1, net0)}
-    out["lazy"] = svm_error(infinite_width_ntk(x, x), y, infinite_width_ntk(xt, x), yt)
+    out["lazy"] = arccos_svm_error(x, y, xt, yt, mem)
     factor = torch.nan_to_num(res.lambda_star, nan=1.0)
-    xc, xtc = compress(x, 1, factor), compress(xt, 1, factor)
-    out["compressed_lazy"] = svm_error(infinite_width_ntk(xc, xc), y, infinite_width_ntk(xtc, xc), yt)
-    ntk = hidden_layer_ntk(net.w, net.b, net.beta, xk, xk)
-    out["final_ntk"] = svm_error(ntk, yk, hidden_layer_ntk(net.w, net.b, net.beta, xt, xk), yt)
+    out["compressed_lazy"] = arccos_svm_error(compress(x, 1, factor), y, compress(xt, 1, factor), yt, mem)
+    out["final_ntk"] = trained_ntk_svm_error(net, xk, yk, xt, yt, mem)
     return {"out": out, "net0": net0, "net": net, "kernel_set": (xk, yk)}
 
 
@@ -137,7 +144,7 @@ class LearningCurves(Experiment):
             gen = generator(seed)
             x, y = sample_manifold("stripe", p, config.d, gen, batch=(config.n_seeds,), device=device)
             xt, yt = sample_manifold("stripe", config.n_test, config.d, gen, batch=(config.n_seeds,), device=device)
-            return {"lazy": svm_error(infinite_width_ntk(x, x), y, infinite_width_ntk(xt, x), yt), "p": p}
+            return {"lazy": arccos_svm_error(x, y, xt, yt, config.memory_gb), "p": p}
         return {**protocol(config, p, seed, device)["out"], "p": p}
 
     def analyse(self, config: LearningCurveConfig, results: Mapping[str, RunResult]) -> Analysis:
