@@ -158,3 +158,24 @@ def test_memory_setting_bounds_the_test_outputs_under_a_memory_cap(tmp_path) -> 
                               env=env, check=True, timeout=300).stdout.strip()
     assert run(0.1) == "fits"
     assert run(16.0) == "out of memory"
+
+
+def test_stopped_trials_dropped_from_the_batch_keep_their_results() -> None:
+    """Compaction: once half the trials have stopped only the running ones are integrated; every trial's result
+    and its records (its final state repeated after it stopped) equal those of the trial integrated alone."""
+    gen = torch.Generator().manual_seed(1)
+    x, y = sample_manifold("cylinder", 150, 3, gen, batch=(4,))
+    net0 = init_hidden_layer(4, 20, 3, gen)
+    kwargs = {"d_parallel": 2, "max_dgrad": 1e-2, "stop_fraction": 0.15, "max_steps": 800, "trace_neurons": 2}
+    batch = train_gradient_flow(net0, x, y, 1e-4, **kwargs)
+    assert len(set(batch.history["t"].argmax(dim=1).tolist())) > 1, "the trials should stop at different steps"
+    for s in range(4):
+        one = type(net0)(net0.w[s:s + 1], net0.b[s:s + 1], net0.beta[s:s + 1])
+        alone = train_gradient_flow(one, x[s:s + 1], y[s:s + 1], 1e-4, **kwargs)
+        for key in ("t", "t_star", "lambda_star", "lambda_max", "stopped"):
+            torch.testing.assert_close(getattr(batch, key)[s:s + 1], getattr(alone, key), equal_nan=True)
+        torch.testing.assert_close(batch.net.w[s:s + 1], alone.net.w)
+        n = alone.history["t"].shape[1]
+        for key, value in batch.history.items():
+            torch.testing.assert_close(value[s:s + 1, :n], alone.history[key])
+            assert bool((value[s, n - 1:] == value[s, n - 1]).all())

@@ -140,6 +140,14 @@ class _Workspace:
         self.act = x.new_empty(n_trials, p, h)
         self.f0 = torch.zeros_like(y)
 
+    def subset(self, keep: torch.Tensor) -> _Workspace:
+        """The workspace of the trials ``keep`` only (new, smaller buffers)."""
+        ws = _Workspace.__new__(_Workspace)
+        ws.d, ws.h, ws.alpha = self.d, self.h, self.alpha
+        ws.xs, ws.y, ws.y_scaled, ws.f0 = self.xs[keep], self.y[keep], self.y_scaled[keep], self.f0[keep]
+        ws.u, ws.act = (self.u.new_empty(keep.numel(), *self.u.shape[1:]) for _ in range(2))
+        return ws
+
     def direction(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(f̃ = f − f₀ on the training set (S, p), −∇L as (S, h, d + 2)) at parameters θ; same as
         :func:`hinge_descent_direction`."""
@@ -198,6 +206,9 @@ def train_gradient_flow(net: HiddenLayerNet, x: torch.Tensor, y: torch.Tensor, a
     its fitted fraction #{y F ≥ 1}/p reaches ``stop_fraction`` (1: zero hinge loss, the paper's rule) or
     after ``max_steps`` iterations (recorded in ``stopped``). Raises :class:`Diverged` on NaN/inf.
 
+    Trials that have stopped are dropped from the computation (at a look, once at most half of the integrated
+    trials still run), so one slow trial does not make the others' zero steps cost full price.
+
     Device-resident: step control, t*, Λ* and the records stay on x's device; the host looks at them (to stop the
     loop, to check for NaN) only every ``sync_every`` steps (default 1 on the CPU, where looking is free, and 64 on
     a GPU). A stopped trial takes zero steps, so syncing later only repeats its final state in the records. The
@@ -233,22 +244,43 @@ def train_gradient_flow(net: HiddenLayerNet, x: torch.Tensor, y: torch.Tensor, a
     finite = torch.ones((), dtype=torch.bool, device=x.device)
     records: list[torch.Tensor] = []
     neurons: list[torch.Tensor] = []
+    idx = torch.arange(n_trials, device=x.device)  # the trials still integrated (compaction drops stopped ones)
+    frozen_row = torch.zeros(5, n_trials, dtype=x.dtype, device=x.device)
+    frozen_neurons = theta[:, :trace_neurons].clone()
+
+    def row() -> torch.Tensor:
+        loss = hinge_loss(out, y, alpha) * alpha
+        return frozen_row.index_copy(1, idx, torch.stack([t.to(x.dtype), lam, fitted, loss, dt.to(x.dtype)]))
 
     def record() -> None:
-        loss = hinge_loss(out, y, alpha) * alpha
-        records.append(torch.stack([t.to(x.dtype), lam, fitted, loss, dt.to(x.dtype)]))
+        records.append(row())
         if trace_neurons:
-            neurons.append(theta[:, :trace_neurons].clone())
+            neurons.append(frozen_neurons.index_copy(0, idx, theta[:, :trace_neurons]))
 
     steps = 0
     record()
     last_rejected = torch.full_like(lam, math.inf)
     inf = torch.full_like(lam, math.inf)
+    full = [v.clone() for v in (theta, grad, out, dt, t, t_star, lam, lam_star, lam_max, at_t_star, fitted, running,
+                                last_rejected)]
     while steps < max_steps:
         if steps % sync_every == 0:
             _check(finite, steps)
-            if not bool(running.any()):
+            n_running = int(running.sum())
+            if n_running == 0:
                 break
+            if n_running <= idx.numel() // 2:  # compact: integrate only the running trials from here on
+                state = (theta, grad, out, dt, t, t_star, lam, lam_star, lam_max, at_t_star, fitted, running,
+                         last_rejected)
+                for holder, value in zip(full, state, strict=True):
+                    holder.index_copy_(0, idx, value)
+                frozen_row = row()
+                if trace_neurons:
+                    frozen_neurons = frozen_neurons.index_copy(0, idx, theta[:, :trace_neurons])
+                keep = running.nonzero().squeeze(1)
+                idx, y, inf, ws = idx[keep], y[keep], inf[keep], ws.subset(keep)
+                (theta, grad, out, dt, t, t_star, lam, lam_star, lam_max, at_t_star, fitted, running,
+                 last_rejected) = (v[keep] for v in state)
         report(steps, max_steps)
         steps += 1
         step = (dt * running).to(x.dtype)
@@ -286,6 +318,10 @@ def train_gradient_flow(net: HiddenLayerNet, x: torch.Tensor, y: torch.Tensor, a
     _check(finite, steps)
     if steps % record_every != 0:
         record()
+    for holder, value in zip(full, (theta, grad, out, dt, t, t_star, lam, lam_star, lam_max, at_t_star, fitted,
+                                    running, last_rejected), strict=True):
+        holder.index_copy_(0, idx, value)
+    theta, t, t_star, lam_star, lam_max, at_t_star, running = (full[i] for i in (0, 4, 5, 7, 8, 9, 11))
     stacked = torch.stack(records, dim=-1)
     history = {k: stacked[i] for i, k in enumerate(("t", "amplification", "fitted", "loss", "dt"))}
     if trace_neurons:
