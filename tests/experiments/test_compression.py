@@ -179,3 +179,10 @@ def test_stopped_trials_dropped_from_the_batch_keep_their_results() -> None:
         for key, value in batch.history.items():
             torch.testing.assert_close(value[s:s + 1, :n], alone.history[key])
             assert bool((value[s, n - 1:] == value[s, n - 1]).all())
+
+
+def test_learning_curves_need_a_lazy_partner_for_every_network_realisation() -> None:
+    exp = next(e for e in EXPERIMENTS if e.name == "compression.learning_curves")
+    assert exp.prepare(exp.config("quick")) is None
+    with pytest.raises(ConfigError, match="lazy_seeds"):
+        exp.prepare(apply_overrides(exp.config("quick"), {"lazy_seeds": "2"}))
