@@ -58,3 +58,131 @@ def test_plain_step_rule_stalls_and_the_small_step_rule_does_not() -> None:
     assert float(fixed.t[0]) > 2 * float(plain.t[0])
     assert float(fixed.history["fitted"][0, -1]) > 1.5 * float(plain.history["fitted"][0, -1])
     assert torch.allclose(fixed.t_star, plain.t_star) and torch.allclose(fixed.lambda_star, plain.lambda_star)
+
+
+def _stripe_flow(device: str = "cpu", dtype=torch.float64, **kwargs):
+    gen = torch.Generator().manual_seed(0)
+    x, y = sample_manifold("stripe", 200, 5, gen, batch=(3,))
+    net0 = init_hidden_layer(3, 30, 5, gen)
+    net0 = type(net0)(*(v.to(device, dtype) for v in (net0.w, net0.b, net0.beta)))
+    return train_gradient_flow(net0, x.to(device, dtype), y.to(device), 1e-6, max_dgrad=1e-2, max_steps=1500,
+                               record_every=3, **kwargs)
+
+
+def test_buffered_integrator_keeps_the_numbers_of_the_allocating_one() -> None:
+    """Issue 18 / 22: the integrator writes its (S, p, h) tensors into preallocated buffers and keeps the step control
+    on the device. t* and Λ* of this case are those of the former allocating loop (commit 9cfa83b) to rounding."""
+    res = _stripe_flow(grow_on_jumps=False)
+    np.testing.assert_allclose(res.t_star.numpy(), [930.7799318201015, 1008.8730851111688, 743.8819713329389],
+                               rtol=1e-9)
+    np.testing.assert_allclose(res.lambda_star.numpy(), [4.554182263184992, 15.864588798804705, 14.016383793068508],
+                               rtol=1e-9)
+    assert res.history["t"].shape == (3, 501)
+    grown = _stripe_flow()  # dt also grows after jumps: further in time, t* and Λ* within 2 %
+    assert bool((grown.t > res.t).all()) and float(grown.t.sum()) > 1.3 * float(res.t.sum())
+    torch.testing.assert_close(grown.t_star, res.t_star, rtol=2e-2, atol=0)
+    torch.testing.assert_close(grown.lambda_star, res.lambda_star, rtol=2e-2, atol=0)
+
+
+def test_sync_every_changes_only_the_step_count() -> None:
+    """Looking at the device only every K steps (the GPU path) gives the same trajectories on the CPU."""
+    a, b = _stripe_flow(), _stripe_flow(sync_every=64)
+    for got, want in ((a.t, b.t), (a.t_star, b.t_star), (a.net.w, b.net.w), (a.lambda_max, b.lambda_max)):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_integrator_on_cuda_matches_the_cpu() -> None:
+    cpu, gpu = _stripe_flow(), _stripe_flow(device="cuda")
+    torch.testing.assert_close(gpu.t_star.cpu(), cpu.t_star, rtol=1e-6, atol=0)
+    torch.testing.assert_close(gpu.lambda_star.cpu(), cpu.lambda_star, rtol=1e-6, atol=0)
+
+
+def test_trial_groups_change_no_number() -> None:
+    """The memory bound integrates trials in groups; each trial's flow is independent of the others."""
+    from repdyn.experiments.compression.common import generator, train
+    args = ("stripe", 5, 64, 3, 20, 1e-2, 1e-2, 1.0, 200)
+    _, _, _, whole = train(*args, generator(3), "cpu", memory_gb=16.0)
+    _, _, _, grouped = train(*args, generator(3), "cpu", memory_gb=1e-9)
+    for key in ("t", "t_star", "lambda_star", "lambda_max"):
+        torch.testing.assert_close(getattr(whole, key), getattr(grouped, key), equal_nan=True)
+    torch.testing.assert_close(whole.net.w, grouped.net.w)
+
+
+def test_chunked_kernels_change_no_number() -> None:
+    from repdyn.experiments.compression.common import arccos_svm_error, network_output, trained_ntk_svm_error
+    gen = torch.Generator().manual_seed(4)
+    x, y = sample_manifold("stripe", 60, 5, gen, batch=(2,))
+    xt, yt = sample_manifold("stripe", 300, 5, gen, batch=(2,))
+    net = init_hidden_layer(2, 25, 5, gen)
+    for tiny, big in ((1e-7, 16.0),):
+        np.testing.assert_array_equal(arccos_svm_error(x, y, xt, yt, tiny), arccos_svm_error(x, y, xt, yt, big))
+        np.testing.assert_array_equal(trained_ntk_svm_error(net, x, y, xt, yt, tiny),
+                                      trained_ntk_svm_error(net, x, y, xt, yt, big))
+        torch.testing.assert_close(network_output(net, xt, tiny), network_output(net, xt, big))
+
+
+MEMORY_CAP_SCRIPT = """
+import resource, sys
+import torch
+from repdyn.experiments.compression.common import network_output
+from repdyn.nn.hidden_layer import init_hidden_layer
+vm = int(open("/proc/self/status").read().split("VmSize:")[1].split()[0]) * 1024
+cap = vm + 2**29  # half a GiB above what the interpreter and torch already map
+resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+g = torch.Generator().manual_seed(0)
+net = init_hidden_layer(1, 4000, 5, g)
+x = torch.randn(1, 20000, 5, generator=g, dtype=torch.float64)  # one (20000, 4000) float64 tensor = 0.6 GiB
+try:
+    network_output(net, x, float(sys.argv[1]))
+except (MemoryError, RuntimeError):
+    print("out of memory")
+else:
+    print("fits")
+"""
+
+
+@pytest.mark.slow
+def test_memory_setting_bounds_the_test_outputs_under_a_memory_cap(tmp_path) -> None:
+    """Under an address-space cap of 0.5 GiB above the interpreter, the feature test outputs fit with memory_gb =
+    0.1 and do not without a bound (16 GiB): the setting is what bounds them."""
+    import os
+    import subprocess
+    import sys
+    script = tmp_path / "cap.py"
+    script.write_text(MEMORY_CAP_SCRIPT)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+    def run(memory_gb: float) -> str:
+        return subprocess.run([sys.executable, str(script), str(memory_gb)], capture_output=True, text=True,
+                              env=env, check=True, timeout=300).stdout.strip()
+    assert run(0.1) == "fits"
+    assert run(16.0) == "out of memory"
+
+
+def test_stopped_trials_dropped_from_the_batch_keep_their_results() -> None:
+    """Compaction: once half the trials have stopped only the running ones are integrated; every trial's result
+    and its records (its final state repeated after it stopped) equal those of the trial integrated alone."""
+    gen = torch.Generator().manual_seed(1)
+    x, y = sample_manifold("cylinder", 150, 3, gen, batch=(4,))
+    net0 = init_hidden_layer(4, 20, 3, gen)
+    kwargs = {"d_parallel": 2, "max_dgrad": 1e-2, "stop_fraction": 0.15, "max_steps": 800, "trace_neurons": 2}
+    batch = train_gradient_flow(net0, x, y, 1e-4, **kwargs)
+    assert len(set(batch.history["t"].argmax(dim=1).tolist())) > 1, "the trials should stop at different steps"
+    for s in range(4):
+        one = type(net0)(net0.w[s:s + 1], net0.b[s:s + 1], net0.beta[s:s + 1])
+        alone = train_gradient_flow(one, x[s:s + 1], y[s:s + 1], 1e-4, **kwargs)
+        for key in ("t", "t_star", "lambda_star", "lambda_max", "stopped"):
+            torch.testing.assert_close(getattr(batch, key)[s:s + 1], getattr(alone, key), equal_nan=True)
+        torch.testing.assert_close(batch.net.w[s:s + 1], alone.net.w)
+        n = alone.history["t"].shape[1]
+        for key, value in batch.history.items():
+            torch.testing.assert_close(value[s:s + 1, :n], alone.history[key])
+            assert bool((value[s, n - 1:] == value[s, n - 1]).all())
+
+
+def test_learning_curves_need_a_lazy_partner_for_every_network_realisation() -> None:
+    exp = next(e for e in EXPERIMENTS if e.name == "compression.learning_curves")
+    assert exp.prepare(exp.config("quick")) is None
+    with pytest.raises(ConfigError, match="lazy_seeds"):
+        exp.prepare(apply_overrides(exp.config("quick"), {"lazy_seeds": "2"}))

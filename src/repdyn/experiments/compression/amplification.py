@@ -12,7 +12,15 @@ from scipy.special import erf
 
 from repdyn.experiments.base import Analysis, Experiment, RunResult, RunSpec
 from repdyn.experiments.claims import ClaimSpec, CloseTo, Control, InRange, Measured, at_least
-from repdyn.experiments.compression.common import UNTRAINED, flow_summary, generator, thin, train, trial_slopes
+from repdyn.experiments.compression.common import (
+    MEMORY_HELP,
+    UNTRAINED,
+    flow_summary,
+    generator,
+    thin,
+    train,
+    trial_slopes,
+)
 from repdyn.experiments.config import param
 from repdyn.theory.compression import CYLINDER_RADIUS, STRIPE_X_MAX, STRIPE_X_MIN
 
@@ -35,6 +43,7 @@ class AmplificationConfig:
     max_dgrad: float = param(1e-4, gt=0, help="integrator gradient-change threshold (see common.py)")
     stop_fraction: float = param(0.15, gt=0, le=1, help="stop when this fraction is fitted (R1: just after t*)")
     max_steps: int = param(1_000_000, ge=0, help="iteration cap (0: the untrained control)")
+    memory_gb: float = param(16.0, gt=0, help=MEMORY_HELP)
 
 
 class Amplification(Experiment):
@@ -91,7 +100,8 @@ class Amplification(Experiment):
         model = run.params["model"]
         d = config.d_stripe if model == "stripe" else config.d_cylinder
         _, _, net0, res = train(model, d, run.params["p"], config.n_seeds, config.width, config.alpha,
-                                config.max_dgrad, config.stop_fraction, config.max_steps, generator(seed), device)
+                                config.max_dgrad, config.stop_fraction, config.max_steps, generator(seed), device,
+                                config.memory_gb)
         d_par = 1 if model == "stripe" else 2
         return {**flow_summary(res, d_par, net0), **thin(res.history), "p": run.params["p"], "model": model}
 

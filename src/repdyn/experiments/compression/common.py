@@ -16,8 +16,14 @@ from sklearn.svm import SVC
 
 from repdyn.data.manifolds import informative_dimension, sample_manifold
 from repdyn.experiments.claims import Control
-from repdyn.nn.hidden_layer import FlowResult, init_hidden_layer, train_gradient_flow
-from repdyn.theory.compression import amplification, classification_error
+from repdyn.nn.hidden_layer import (
+    FlowResult,
+    HiddenLayerNet,
+    hidden_layer_output,
+    init_hidden_layer,
+    train_gradient_flow,
+)
+from repdyn.theory.compression import amplification, classification_error, hidden_layer_ntk, infinite_width_ntk
 
 UNTRAINED = Control("the untrained network (max_steps = 0)", {"max_steps": 0})
 """Negative control of every claim about what training does: the same protocol with the network left at init."""
@@ -27,14 +33,68 @@ def generator(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(int(seed))
 
 
+GIB = 2**30
+MEMORY_HELP = ("memory bound in GiB of the large tensors of one run (flow buffers, Gram and test-output chunks); "
+               "trials are integrated in groups and kernels computed in row chunks that fit it")
+
+
+def trial_groups(n_seeds: int, p: int, h: int, memory_gb: float) -> list[slice]:
+    """Groups of trials whose flow buffers fit ``memory_gb``: the integrator holds two float32 (p, h) buffers per
+    trial plus a (p, h) temporary of the NTK-free evaluations, so 3 · 4 · p · h bytes a trial."""
+    size = max(1, int(memory_gb * GIB // (12 * p * h)))
+    return [slice(i, min(i + size, n_seeds)) for i in range(0, n_seeds, size)]
+
+
+def row_chunk(memory_gb: float, bytes_per_row: float) -> int:
+    """Rows of a chunked computation that fit ``memory_gb`` given its bytes per row (at least one row)."""
+    return max(1, int(memory_gb * GIB // max(bytes_per_row, 1.0)))
+
+
+def by_rows(fn, a: torch.Tensor, b: torch.Tensor | None, rows: int, out_dim: int = -2) -> torch.Tensor:
+    """fn(a, b) computed on chunks of ``rows`` rows of a (its dimension −2) and concatenated along the output's
+    ``out_dim``: the same values with a bounded intermediate."""
+    return torch.cat([fn(a[..., i:i + rows, :], b) for i in range(0, a.shape[-2], rows)], dim=out_dim)
+
+
 def train(model: str, d: int, p: int, n_seeds: int, h: int, alpha: float, max_dgrad: float, stop_fraction: float,
-          max_steps: int, gen: torch.Generator, device: str):
-    """Data (train set per trial, seeds batched) + init + gradient flow; data and init share the seed (P17)."""
+          max_steps: int, gen: torch.Generator, device: str, memory_gb: float = 16.0):
+    """Data (train set per trial, seeds batched) + init + gradient flow; data and init share the seed (P17).
+
+    Data and init are drawn in float64 (the same draws as before); for α ≤ 10² the flow runs in float32 (same t* and
+    Λ* to ~10⁻⁵ relative, a third less CPU time) and the trained weights come back in float64 for the evaluations.
+    For α > 10² it stays in float64: F = α(f − f₀) carries float32's rounding of f ~ 1 (10⁻⁷) times α, 10⁻⁵ at
+    α = 10² but 10⁻¹ (the dout threshold) at α = 10⁶. Trials
+    are integrated in groups that fit ``memory_gb`` (:func:`trial_groups`); each trial's flow is independent of the
+    others, so the grouping changes no number."""
     x, y = sample_manifold(model, p, d, gen, batch=(n_seeds,), device=device)
     net0 = init_hidden_layer(n_seeds, h, d, gen, device=device)
-    res = train_gradient_flow(net0, x, y, alpha, d_parallel=informative_dimension(model), max_dgrad=max_dgrad,
-                              stop_fraction=stop_fraction, max_steps=max_steps)
-    return x, y, net0, res
+    parts, dtype = [], torch.float32 if alpha <= 100 else torch.float64
+    for g in trial_groups(n_seeds, p, h, memory_gb):
+        single = HiddenLayerNet(*(v[g].to(dtype) for v in (net0.w, net0.b, net0.beta)))
+        parts.append(train_gradient_flow(single, x[g].to(dtype), y[g], alpha, d_parallel=informative_dimension(model),
+                                         max_dgrad=max_dgrad, stop_fraction=stop_fraction, max_steps=max_steps))
+    return x, y, net0, _join(parts)
+
+
+def _join(parts: list[FlowResult]) -> FlowResult:
+    """One FlowResult of the trial groups, weights in float64; histories padded with each group's final state."""
+    def cat(get, dim=0):
+        return torch.cat([get(r) for r in parts], dim=dim)
+
+    def nets(get):
+        return HiddenLayerNet(cat(lambda r: get(r).w).double(), cat(lambda r: get(r).b).double(),
+                              cat(lambda r: get(r).beta).double())
+
+    length = max(r.history["t"].shape[1] for r in parts)
+
+    def padded(v: torch.Tensor) -> torch.Tensor:
+        missing = length - v.shape[1]
+        return torch.cat([v, v[:, -1:].expand(-1, missing, *v.shape[2:])], dim=1) if missing else v
+
+    history = {k: cat(lambda r, k=k: padded(r.history[k])) for k in parts[0].history}
+    return FlowResult(nets(lambda r: r.net), cat(lambda r: r.f0_train), cat(lambda r: r.t), cat(lambda r: r.t_star),
+                      cat(lambda r: r.lambda_star).double(), cat(lambda r: r.lambda_max).double(),
+                      nets(lambda r: r.at_t_star), cat(lambda r: r.stopped), max(r.steps for r in parts), history)
 
 
 def thin(history: dict[str, torch.Tensor], n: int = 400) -> dict[str, np.ndarray]:
@@ -66,18 +126,57 @@ def flow_summary(res: FlowResult, d_parallel: int, net0) -> dict[str, np.ndarray
 
 
 def svm_error(gram_train: torch.Tensor, y: torch.Tensor, gram_test: torch.Tensor, y_test: torch.Tensor) -> np.ndarray:
-    """Test error of the frozen-kernel hinge learner, solved directly, per trial.
+    """Test error of the frozen-kernel hinge learner, solved directly, per trial; gram_*: (S, n, p), y: (S, p).
 
     The frozen-kernel hinge flow of spec 003 §2.7 runs until every margin y F ≥ 1; its explicit Euler version needs
     > 2·10⁴ iterations on the ill-conditioned Gram matrices of a trained network (condition numbers ~10¹⁸) and
     stops early otherwise, which inflates the error. The flow's zero-loss limit is the hard-margin support vector
     classifier on the same kernel (the paper's own reading of the lazy regime, §3.1: "the SVC algorithm minimizes
-    the hinge loss"), solved here by libsvm with C = 10⁸ (hard margin). gram_*: (S, n, p); y: (S, p).
-    """
+    the hinge loss"), solved here by libsvm with C = 10⁸ (hard margin)."""
+    return kernel_svm_error(lambda s: (gram_train[s], gram_test[s]), y, y_test)
+
+
+def kernel_svm_error(grams, y: torch.Tensor, y_test: torch.Tensor) -> np.ndarray:
+    """:func:`svm_error` with the Gram matrices of trial s built by ``grams(s) -> (train (p, p), test (n, p))``,
+    one trial at a time (memory: one trial's Gram matrices, not S of them)."""
     errors = []
     for s in range(y.shape[0]):
+        train_gram, test_gram = grams(s)
         svc = SVC(C=1e8, kernel="precomputed", tol=1e-4, cache_size=50)
-        svc.fit(gram_train[s].cpu().numpy(), y[s].cpu().numpy())
-        out = torch.as_tensor(svc.decision_function(gram_test[s].cpu().numpy()), dtype=y_test.dtype)
+        svc.fit(train_gram.cpu().numpy(), y[s].cpu().numpy())
+        out = torch.as_tensor(svc.decision_function(test_gram.cpu().numpy()), dtype=y_test.dtype)
         errors.append(float(classification_error(out, y_test[s].cpu())))
     return np.array(errors)
+
+
+def arccos_svm_error(x: torch.Tensor, y: torch.Tensor, xt: torch.Tensor, yt: torch.Tensor,
+                     memory_gb: float) -> np.ndarray:
+    """Hard-margin learner on the infinite-width initial NTK (the lazy learner), Gram rows chunked to
+    ``memory_gb`` (about six (rows, p) float64 temporaries)."""
+    rows = row_chunk(memory_gb, 6 * 8 * x.shape[1])
+    return kernel_svm_error(lambda s: (by_rows(infinite_width_ntk, x[s], x[s], rows),
+                                       by_rows(infinite_width_ntk, xt[s], x[s], rows)), y, yt)
+
+
+def trained_ntk_svm_error(net: HiddenLayerNet, xk: torch.Tensor, yk: torch.Tensor, xt: torch.Tensor,
+                          yt: torch.Tensor, memory_gb: float) -> np.ndarray:
+    """Hard-margin learner on the frozen NTK of ``net`` (trial s: kernel set xk[s], test set xt[s]), rows chunked to
+    ``memory_gb`` (three (rows, h) and three (rows, p) float64 temporaries besides the kernel set's own)."""
+    h, p = net.w.shape[1], xk.shape[1]
+    rows = row_chunk(max(memory_gb - 3 * 8 * p * h / GIB, memory_gb / 4), 8 * 3 * (h + p))
+
+    def grams(s: int):
+        def kernel(a, b):
+            return hidden_layer_ntk(net.w[s], net.b[s], net.beta[s], a, b)
+        return by_rows(kernel, xk[s], xk[s], rows), by_rows(kernel, xt[s], xk[s], rows)
+    return kernel_svm_error(grams, yk, yt)
+
+
+def network_output(net: HiddenLayerNet, x: torch.Tensor, memory_gb: float) -> torch.Tensor:
+    """f(x) of every trial (S, n), one trial and a chunk of rows at a time (three (rows, h) float64 temporaries)."""
+    rows = row_chunk(memory_gb, 3 * 8 * net.w.shape[1])
+    parts = []
+    for s in range(x.shape[0]):
+        one = HiddenLayerNet(net.w[s:s + 1], net.b[s:s + 1], net.beta[s:s + 1])
+        parts.append(by_rows(lambda a, _, one=one: hidden_layer_output(one, a), x[s:s + 1], None, rows, -1))
+    return torch.cat(parts)

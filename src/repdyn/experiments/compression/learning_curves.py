@@ -12,14 +12,21 @@ from matplotlib.figure import Figure
 from repdyn.data.manifolds import compress, sample_manifold
 from repdyn.experiments.base import Analysis, Experiment, RunResult, RunSpec
 from repdyn.experiments.claims import ClaimSpec, CloseTo, Holds, InRange, Measured, at_least, at_most
-from repdyn.experiments.compression.common import UNTRAINED, flow_summary, generator, svm_error, train, trial_slopes
-from repdyn.experiments.config import param
-from repdyn.nn.hidden_layer import hidden_layer_output
+from repdyn.experiments.compression.common import (
+    MEMORY_HELP,
+    UNTRAINED,
+    arccos_svm_error,
+    flow_summary,
+    generator,
+    network_output,
+    train,
+    trained_ntk_svm_error,
+    trial_slopes,
+)
+from repdyn.experiments.config import ConfigError, param
 from repdyn.theory.compression import (
     classification_error,
     feature_exponent,
-    hidden_layer_ntk,
-    infinite_width_ntk,
     lazy_exponent,
 )
 
@@ -35,11 +42,13 @@ class LearningCurveConfig:
                                                 "they can reach the p where the lazy exponent is asymptotic)")
     d: int = param(5, ge=2, help="input dimension (stripe)")
     n_seeds: int = param(20, ge=1, help="realisations of data + init, batched")
+    lazy_seeds: int = param(20, ge=1, help="realisations of the lazy-only runs (no network: cheap, so more of them)")
     width: int = param(10000, ge=1, help="hidden width h")
     alpha: float = param(1e-6, gt=0, help="output scale α (feature regime)")
     max_dgrad: float = param(1e-4, gt=0, help="integrator gradient-change threshold (see common.py)")
     max_steps: int = param(1_000_000, ge=0, help="iteration cap of the network training (0: the untrained control)")
     n_test: int = param(20000, ge=100, help="test-set size")
+    memory_gb: float = param(16.0, gt=0, help=MEMORY_HELP)
 
 
 def protocol(config: LearningCurveConfig, p: int, seed: int, device: str) -> dict:
@@ -49,18 +58,17 @@ def protocol(config: LearningCurveConfig, p: int, seed: int, device: str) -> dic
     network on an independent kernel set."""
     gen = generator(seed)
     x, y, net0, res = train("stripe", config.d, p, config.n_seeds, config.width, config.alpha, config.max_dgrad,
-                            1.0, config.max_steps, gen, device)
+                            1.0, config.max_steps, gen, device, config.memory_gb)
     xk, yk = sample_manifold("stripe", p, config.d, gen, batch=(config.n_seeds,), device=device)
     xt, yt = sample_manifold("stripe", config.n_test, config.d, gen, batch=(config.n_seeds,), device=device)
     net = res.net
-    f_test = config.alpha * (hidden_layer_output(net, xt) - hidden_layer_output(net0, xt))
+    mem = config.memory_gb
+    f_test = config.alpha * (network_output(net, xt, mem) - network_output(net0, xt, mem))
     out = {"feature": classification_error(f_test, yt).cpu().numpy(), **flow_summary(res, 1, net0)}
-    out["lazy"] = svm_error(infinite_width_ntk(x, x), y, infinite_width_ntk(xt, x), yt)
+    out["lazy"] = arccos_svm_error(x, y, xt, yt, mem)
     factor = torch.nan_to_num(res.lambda_star, nan=1.0)
-    xc, xtc = compress(x, 1, factor), compress(xt, 1, factor)
-    out["compressed_lazy"] = svm_error(infinite_width_ntk(xc, xc), y, infinite_width_ntk(xtc, xc), yt)
-    ntk = hidden_layer_ntk(net.w, net.b, net.beta, xk, xk)
-    out["final_ntk"] = svm_error(ntk, yk, hidden_layer_ntk(net.w, net.b, net.beta, xt, xk), yt)
+    out["compressed_lazy"] = arccos_svm_error(compress(x, 1, factor), y, compress(xt, 1, factor), yt, mem)
+    out["final_ntk"] = trained_ntk_svm_error(net, xk, yk, xt, yt, mem)
     return {"out": out, "net0": net0, "net": net, "kernel_set": (xk, yk)}
 
 
@@ -71,12 +79,10 @@ class LearningCurves(Experiment):
     source = "Fig. 2, §3.1, Eq. (10)"
     Config = LearningCurveConfig
     scales = {
-        "smoke": LearningCurveConfig(p_values=(32, 64), lazy_p_values=(32, 64), n_seeds=3, width=20, alpha=1e-2,
-                                     max_dgrad=1e-2,
-                                     max_steps=100, n_test=200),
-        "quick": LearningCurveConfig(p_values=(128, 256, 512, 1024), lazy_p_values=(512, 1024, 2048), n_seeds=5,
-                                     width=100, max_dgrad=1e-2,
-                                     max_steps=4000, n_test=4000),
+        "smoke": LearningCurveConfig(p_values=(32, 64), lazy_p_values=(32, 64), n_seeds=3, lazy_seeds=3, width=20,
+                                     alpha=1e-2, max_dgrad=1e-2, max_steps=100, n_test=200),
+        "quick": LearningCurveConfig(p_values=(128, 256, 512, 1024), lazy_p_values=(512, 1024, 2048), n_seeds=8,
+                                     lazy_seeds=12, width=100, max_dgrad=1e-2, max_steps=10000, n_test=4000),
         "paper": LearningCurveConfig(),
     }
     claims = (
@@ -127,6 +133,12 @@ class LearningCurves(Experiment):
                   band_reason="closed form: (2d − 1 − d)/(3d − 2) = 4/13 at d = 5", exact=True),
     )
 
+    def prepare(self, config: LearningCurveConfig) -> str | None:
+        if config.lazy_seeds < config.n_seeds:
+            raise ConfigError(f"lazy_seeds={config.lazy_seeds} < n_seeds={config.n_seeds}: slopes_ordered pairs "
+                              "every feature realisation with a lazy one")
+        return None
+
     def runs(self, config: LearningCurveConfig) -> list[RunSpec]:
         return ([RunSpec(f"p={p}", {"p": p}) for p in config.p_values]
                 + [RunSpec(f"lazy p={p}", {"p": p, "lazy_only": True}) for p in config.lazy_p_values])
@@ -135,9 +147,9 @@ class LearningCurves(Experiment):
         p = run.params["p"]
         if run.params.get("lazy_only"):
             gen = generator(seed)
-            x, y = sample_manifold("stripe", p, config.d, gen, batch=(config.n_seeds,), device=device)
-            xt, yt = sample_manifold("stripe", config.n_test, config.d, gen, batch=(config.n_seeds,), device=device)
-            return {"lazy": svm_error(infinite_width_ntk(x, x), y, infinite_width_ntk(xt, x), yt), "p": p}
+            x, y = sample_manifold("stripe", p, config.d, gen, batch=(config.lazy_seeds,), device=device)
+            xt, yt = sample_manifold("stripe", config.n_test, config.d, gen, batch=(config.lazy_seeds,), device=device)
+            return {"lazy": arccos_svm_error(x, y, xt, yt, config.memory_gb), "p": p}
         return {**protocol(config, p, seed, device)["out"], "p": p}
 
     def analyse(self, config: LearningCurveConfig, results: Mapping[str, RunResult]) -> Analysis:
@@ -159,7 +171,9 @@ class LearningCurves(Experiment):
                                                    f"{np.round(np.median(lazy_table, axis=1), 4).tolist()}; "
                                                    "over the network's p: median "
                                                    f"{np.median(-trial_slopes(p, table['lazy'])):.3f}"),
-            "slopes_ordered": Measured(slopes["feature"] - slopes["lazy"], ""),
+            "slopes_ordered": Measured(slopes["feature"] - slopes["lazy"][:config.n_seeds],
+                                       "each feature exponent against the lazy exponent of one independent "
+                                       "lazy-only realisation"),
             "feature_below_lazy": Measured(
                 [bool(big.any() and np.all(table["feature"][big, s] < table["lazy"][big, s]))
                  for s in range(config.n_seeds)],
