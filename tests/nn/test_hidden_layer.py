@@ -117,3 +117,30 @@ def test_bad_input() -> None:
     net, x, y = _setup()
     with pytest.raises(ValueError, match="stop_fraction"):
         train_gradient_flow(net, x, y, alpha=1.0, stop_fraction=0.0)
+
+
+@pytest.mark.parametrize("stop_at", [50, 400])
+def test_an_interrupted_flow_resumes_from_its_checkpoint_bit_identical(tmp_path, stop_at) -> None:
+    """Issue 22: killed before or after stopped trials were dropped from the batch, the integrator resumes from its
+    checkpoint and ends where an uninterrupted run ends, bit for bit."""
+    from interrupt import Killed, kill_at
+    from repdyn.nn.checkpoint import Checkpointer, checkpointing
+    from repdyn.nn.progress import reporting
+
+    gen = torch.Generator().manual_seed(1)
+    x, y = sample_manifold("cylinder", 150, 3, gen, batch=(4,))
+    net0 = init_hidden_layer(4, 20, 3, gen)
+    kwargs = {"d_parallel": 2, "max_dgrad": 1e-2, "stop_fraction": 0.15, "max_steps": 800, "trace_neurons": 2}
+    reference = train_gradient_flow(net0, x, y, 1e-4, **kwargs)
+    path = tmp_path / "run.ckpt"
+    with checkpointing(Checkpointer(path, every=0.0)), reporting(kill_at(stop_at)), pytest.raises(Killed):
+        train_gradient_flow(net0, x, y, 1e-4, **kwargs)
+    seen = []
+    with checkpointing(Checkpointer(path, every=0.0)), reporting(lambda step, total, loss=None: seen.append(step)):
+        resumed = train_gradient_flow(net0, x, y, 1e-4, **kwargs)
+    assert seen[0] == stop_at and resumed.steps == reference.steps
+    for key in ("t", "t_star", "lambda_star", "lambda_max", "stopped"):
+        assert torch.equal(getattr(resumed, key).nan_to_num(-1), getattr(reference, key).nan_to_num(-1)), key
+    assert torch.equal(resumed.net.w, reference.net.w) and torch.equal(resumed.at_t_star.w, reference.at_t_star.w)
+    for key, value in reference.history.items():
+        assert torch.equal(resumed.history[key], value), key

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from repdyn.nn import checkpoint
 from repdyn.nn.divergence import Diverged
 from repdyn.nn.progress import report
 from repdyn.theory.compression import amplification
@@ -204,7 +205,8 @@ def train_gradient_flow(net: HiddenLayerNet, x: torch.Tensor, y: torch.Tensor, a
     fitted); with it the same runs go 2-3× further in time per step, and t*, Λ* move by < 2 % (integration error).
     A trial stops when
     its fitted fraction #{y F ≥ 1}/p reaches ``stop_fraction`` (1: zero hinge loss, the paper's rule) or
-    after ``max_steps`` iterations (recorded in ``stopped``). Raises :class:`Diverged` on NaN/inf.
+    after ``max_steps`` iterations (recorded in ``stopped``). Raises :class:`Diverged` on NaN/inf. Under a
+    :mod:`~repdyn.nn.checkpoint` checkpointer it saves its whole state every few minutes and resumes bit for bit.
 
     Trials that have stopped are dropped from the computation (at a look, once at most half of the integrated
     trials still run), so one slow trial does not make the others' zero steps cost full price.
@@ -263,6 +265,20 @@ def train_gradient_flow(net: HiddenLayerNet, x: torch.Tensor, y: torch.Tensor, a
     inf = torch.full_like(lam, math.inf)
     full = [v.clone() for v in (theta, grad, out, dt, t, t_star, lam, lam_star, lam_max, at_t_star, fitted, running,
                                 last_rejected)]
+    checkpoints = checkpoint.current()
+    slot = checkpoints.next_loop() if checkpoints is not None else -1
+    saved = checkpoints.load(slot) if checkpoints is not None else None
+    if saved is not None and "result" in saved:  # this loop finished before the run was interrupted
+        return saved["result"]
+    resumed_at = 0
+    if saved is not None:
+        resumed_at = steps = saved["steps"]
+        idx, finite, frozen_row, frozen_neurons, full = (saved[k] for k in ("idx", "finite", "frozen_row",
+                                                                            "frozen_neurons", "full"))
+        records[:], neurons[:] = saved["records"], saved["neurons"]
+        (theta, grad, out, dt, t, t_star, lam, lam_star, lam_max, at_t_star, fitted, running,
+         last_rejected) = saved["state"]
+        y, inf, ws = y[idx], inf[idx], ws.subset(idx)
     while steps < max_steps:
         if steps % sync_every == 0:
             _check(finite, steps)
@@ -281,6 +297,13 @@ def train_gradient_flow(net: HiddenLayerNet, x: torch.Tensor, y: torch.Tensor, a
                 idx, y, inf, ws = idx[keep], y[keep], inf[keep], ws.subset(keep)
                 (theta, grad, out, dt, t, t_star, lam, lam_star, lam_max, at_t_star, fitted, running,
                  last_rejected) = (v[keep] for v in state)
+        if checkpoints is not None and steps > resumed_at and checkpoints.due():
+            checkpoints.save(slot, {
+                "steps": steps, "idx": idx, "finite": finite, "frozen_row": frozen_row,
+                "frozen_neurons": frozen_neurons, "records": list(records), "neurons": list(neurons),
+                "full": [v.clone() for v in full],
+                "state": tuple(v.clone() for v in (theta, grad, out, dt, t, t_star, lam, lam_star, lam_max,
+                                                   at_t_star, fitted, running, last_rejected))})
         report(steps, max_steps)
         steps += 1
         step = (dt * running).to(x.dtype)
@@ -326,5 +349,8 @@ def train_gradient_flow(net: HiddenLayerNet, x: torch.Tensor, y: torch.Tensor, a
     history = {k: stacked[i] for i, k in enumerate(("t", "amplification", "fitted", "loss", "dt"))}
     if trace_neurons:
         history["neurons"] = torch.stack(neurons, dim=1)
-    return FlowResult(_unstack_params(theta), f0, t, t_star, lam_star, lam_max, _unstack_params(at_t_star),
-                      ~running, steps, history)
+    result = FlowResult(_unstack_params(theta), f0, t, t_star, lam_star, lam_max, _unstack_params(at_t_star),
+                        ~running, steps, history)
+    if checkpoints is not None and checkpoints.due():
+        checkpoints.save(slot, {"result": result})
+    return result
