@@ -22,7 +22,7 @@ from repdyn.experiments.base import Analysis, Experiment, Paper, RunSpec
 from repdyn.experiments.claims import ClaimSpec, Control, Disagreement, Measured, at_most
 from repdyn.experiments.config import param
 from repdyn.nn import MLP, Ensemble, check_finite, train
-from repdyn.nn.progress import report
+from repdyn.nn.progress import Cap, report
 
 
 @dataclass(frozen=True)
@@ -102,6 +102,7 @@ class TanhRegressionConfig:
     delay: float = param(0.0, ge=0, help="seconds to sleep per run")
     setup_cpu: float = param(0.0, ge=0, help="CPU-seconds spent before the loop (a slow set-up)")
     step_cpu: float = param(0.0, ge=0, help="CPU-seconds spent in each step (a slow step)")
+    capped: bool = param(False, help="report the step count as a cap (a loop that may stop early)")
 
 
 def _busy(seconds: float) -> None:
@@ -144,7 +145,7 @@ class TanhRegression(Experiment):
             _busy(config.step_cpu)
             loss = 0.5 * (torch.tanh(x @ w1) @ w2 - y).pow(2).mean()
             losses[step] = loss.detach()
-            report(step, config.steps, losses[step])
+            report(step, Cap(config.steps) if config.capped else config.steps, losses[step])
             check_finite(float(losses[step]), step)
             g1, g2 = torch.autograd.grad(loss, (w1, w2))
             with torch.no_grad():

@@ -240,7 +240,8 @@ def test_plan_estimates_cheap_experiments_within_a_factor_two_before_anything_ru
 
 def test_plan_bounds_what_its_calibration_cannot_time(tmp_path):
     """A set-up longer than the limit gives a lower bound (the limit per run); a first step longer than it an
-    upper bound (that step, set-up included, for every step); calibrations run side by side."""
+    upper bound (that step, set-up included, for every step); so does a rate over a step count that is only a cap;
+    calibrations run side by side."""
     from repdyn.runtime.estimate import estimate
     from repdyn.runtime.reproduce import plan
 
@@ -254,6 +255,10 @@ def test_plan_bounds_what_its_calibration_cannot_time(tmp_path):
     (e,) = estimate(slow_step, within=1.0)
     assert e.bound == "at most" and "1 of 10 steps in 2 CPU-s" in e.basis
     assert 10 * 1.5 <= e.cpu_seconds <= 10 * 2.0
+    capped = plan(["fixture.tanh_regression"], scale="smoke", overrides={"runs": "1", "steps": "20000",
+                                                                        "capped": "true"}, out=tmp_path / "c")
+    (e,) = estimate(capped, within=0.5, budget=0.5)  # a loop that may stop before its cap: its rate bounds it
+    assert e.bound == "at most" and "of at most 20000 steps calibrated" in e.basis
 
 
 def test_a_run_killed_mid_training_resumes_from_its_checkpoint_bit_identical(tmp_path, cli_env):

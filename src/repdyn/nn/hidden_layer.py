@@ -21,7 +21,7 @@ from torch import nn
 
 from repdyn.nn import checkpoint
 from repdyn.nn.divergence import Diverged
-from repdyn.nn.progress import report
+from repdyn.nn.progress import Cap, report
 from repdyn.theory.compression import amplification
 
 SQRT2 = math.sqrt(2.0)
@@ -279,6 +279,7 @@ def train_gradient_flow(net: HiddenLayerNet, x: torch.Tensor, y: torch.Tensor, a
         (theta, grad, out, dt, t, t_star, lam, lam_star, lam_max, at_t_star, fitted, running,
          last_rejected) = saved["state"]
         y, inf, ws = y[idx], inf[idx], ws.subset(idx)
+    cap = Cap(max_steps)
     while steps < max_steps:
         if steps % sync_every == 0:
             _check(finite, steps)
@@ -304,7 +305,7 @@ def train_gradient_flow(net: HiddenLayerNet, x: torch.Tensor, y: torch.Tensor, a
                 "full": [v.clone() for v in full],
                 "state": tuple(v.clone() for v in (theta, grad, out, dt, t, t_star, lam, lam_star, lam_max,
                                                    at_t_star, fitted, running, last_rejected))})
-        report(steps, max_steps)
+        report(steps, cap)
         steps += 1
         step = (dt * running).to(x.dtype)
         trial = torch.addcmul(theta, step[:, None, None], grad)

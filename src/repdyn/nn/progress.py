@@ -19,6 +19,11 @@ Listener = Callable[[int, int, Any], None]
 _LISTENER: ContextVar[Listener | None] = ContextVar("repdyn_progress_listener", default=None)
 
 
+class Cap(int):
+    """A loop's step count that is only its cap: the loop stops earlier once it has converged or fitted (so a rate
+    times it bounds the loop's cost from above)."""
+
+
 def report(step: int, total: int, loss: Any = None) -> None:
     """Tell the listener, if any, that ``step`` of ``total`` is reached."""
     listener = _LISTENER.get()

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from repdyn.nn.divergence import check_finite
-from repdyn.nn.progress import report
+from repdyn.nn.progress import Cap, report
 from repdyn.theory.shallow_relu import from_canonical, layer_imbalance, loss_gradients, tangent_kernel, to_canonical
 
 Params = tuple[np.ndarray, np.ndarray, np.ndarray]
@@ -222,7 +222,7 @@ def train_full_batch_gd(nets: ShallowReLUBatch, x: np.ndarray, y: np.ndarray, *,
     for step in range(max_steps + 1):
         rho, ga, gb, gc = loss_gradients(xt, yt, nets.a, nets.b, nets.c, nets.alpha)
         loss = 0.5 * (rho**2).sum(-1)
-        report(step, max_steps, loss)
+        report(step, Cap(max_steps), loss)
         if step == 0:
             threshold = tol * torch.maximum(loss, 0.5 * (yt**2).sum())
         if previous is not None:

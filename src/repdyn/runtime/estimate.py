@@ -24,7 +24,7 @@ import torch
 
 from repdyn.experiments.base import RunSpec
 from repdyn.experiments.config import from_dict
-from repdyn.nn.progress import reporting
+from repdyn.nn.progress import Cap, reporting
 from repdyn.runtime import registry
 from repdyn.runtime.reproduce import Plan, tasks_for
 from repdyn.runtime.tasks import Task
@@ -141,10 +141,10 @@ class _Calibration:
         if found[0] == "timed":
             return found[1], found[2], f"run {label!r} timed whole", ""
         _, seconds, peak, steps, total = found
+        of = f"{steps} of {'at most ' if isinstance(total, Cap) else ''}{total} steps"
         if found[0] == "first":
-            return seconds, peak, f"run {label!r}: {steps} of {total} steps in {self.limit:.3g} CPU-s, set-up " \
-                                  "included", "at most"
-        return seconds, peak, f"run {label!r}: {steps} of {total} steps calibrated", ""
+            return seconds, peak, f"run {label!r}: {of} in {self.limit:.3g} CPU-s, set-up included", "at most"
+        return seconds, peak, f"run {label!r}: {of} calibrated", "at most" if isinstance(total, Cap) else ""
 
 
 def workers() -> int:
