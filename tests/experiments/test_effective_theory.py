@@ -9,7 +9,7 @@ from repdyn.experiments.base import SCALES
 from repdyn.experiments.config import ConfigError, apply_overrides, validate
 from repdyn.experiments.effective_theory import EXPERIMENTS
 from repdyn.experiments.effective_theory.blobs import classical_mds, context_separation, irrelevant_ratio
-from repdyn.experiments.effective_theory.common import TABLE1, plateau_fraction, readout_layer, scaled_lr, width_of
+from repdyn.experiments.effective_theory.common import TABLE1, plateau_fraction, readout_layer, width_of
 
 NAMES = [e.name for e in EXPERIMENTS]
 
@@ -36,7 +36,6 @@ def test_execute_is_pure():
 
 def test_helpers():
     assert readout_layer(20) == "layer9" and readout_layer(2) == "layer0" and readout_layer(4) == "layer1"
-    assert scaled_lr(0.005, 50) == pytest.approx(0.005)
     t = np.arange(10.0)
     u = np.array([0, 0, 0, 0, 0, 0.01, 0.5, 1, 1, 1.0])
     assert plateau_fraction(t, u) == pytest.approx(6 / 9)

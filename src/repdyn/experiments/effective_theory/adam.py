@@ -19,7 +19,6 @@ from repdyn.experiments.effective_theory.common import (
     fit_member,
     gated,
     readout_layer,
-    scaled_lr,
     train_two_point,
     trajectory_figure,
 )
@@ -81,7 +80,7 @@ class AdamDynamics(Experiment):
         n = config.trials
         if run.label.startswith("two_point"):
             adam = run.params["optimizer"] == "adam"
-            lr = config.adam_lr if adam else scaled_lr(default.lr, config.width) * config.time_compression
+            lr = config.adam_lr if adam else default.lr * config.time_compression
             return train_two_point(activation="leaky_relu", depth=config.depth, width=config.width,
                                    gains=[default.gain] * n, lrs=[lr] * n, seeds=[seed + i for i in range(n)],
                                    steps=config.steps, record_every=config.record_every,

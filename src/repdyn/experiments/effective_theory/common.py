@@ -44,6 +44,11 @@ class Architecture:
     activation: str
     gain: float
     lr: float
+    """Table 1's learning rate, used at every width. Spec 000 §6.2 suggested Table-1 × (500/width); that assumes a
+    tangent kernel growing with width, which these networks do not have: with 1-D inputs, Xavier-normal weights
+    keep every hidden norm and the squared parameter gradient of the output O(1) in width (measured ‖∂f/∂θ‖² ≈ 2-4
+    at widths 64, 128 and 500; test_tangent_kernel_does_not_grow_with_width). Scaling by 500/64 multiplied the
+    effective step 7.8-fold and made GD jump off the plateau (issue 15)."""
     depth: int = 20
     width_fraction: float = 1.0
     skip: int = 0
@@ -88,17 +93,6 @@ def width_of(arch: Architecture, width: int) -> int:
     if arch.conv:
         return PAPER_WIDTH
     return width
-
-
-def scaled_lr(table_lr: float, width: int, paper_width: int = PAPER_WIDTH) -> float:
-    """The Table-1 learning rate, at every width (``width`` and ``paper_width`` are accepted for the callers' sake and
-    do not change it). Spec 000 §6.2 suggested Table-1 × (500/width); that assumes a tangent kernel growing with
-    width, which these networks do not have: with 1-D inputs, Xavier-normal weights (std ∝ 1/√(fan_in + fan_out))
-    keep every hidden norm and the squared parameter gradient of the output O(1) in width (measured ‖∂f/∂θ‖² ≈ 2-4
-    at widths 64, 128 and 500; test_tangent_kernel_does_not_grow_with_width). Scaling by 500/64 multiplied the
-    effective step 7.8-fold and made GD jump off the plateau (issue 15)."""
-    del width, paper_width
-    return table_lr
 
 
 def train_two_point(*, activation: str, depth: int, width: int, gains: Sequence[float], lrs: Sequence[float],

@@ -18,7 +18,6 @@ from repdyn.experiments.effective_theory.common import (
     UNTRAINED,
     DeepRunConfig,
     fit_member,
-    scaled_lr,
     train_two_point,
 )
 from repdyn.theory import effective_theory as et
@@ -56,7 +55,7 @@ FIG10 = "We can see that the theory is accurate only in the second half of the n
 def train_default(config: DefaultRunConfig, seed: int, device: str, layers: list[str] | None = None) -> dict:
     arch = TABLE1["default"]
     k = config.trials
-    lr = scaled_lr(arch.lr, config.width) * config.time_compression
+    lr = arch.lr * config.time_compression
     return train_two_point(activation=arch.activation, depth=config.depth, width=config.width, gains=[arch.gain] * k,
                            lrs=[lr] * k, seeds=[seed + i for i in range(k)], steps=config.steps,
                            record_every=config.record_every, dx=[config.dx] * k, dy=[config.dy] * k,

@@ -17,7 +17,6 @@ from repdyn.experiments.effective_theory.common import (
     UNTRAINED,
     DeepRunConfig,
     fit_member,
-    scaled_lr,
     train_two_point,
 )
 from repdyn.theory import effective_theory as et
@@ -90,7 +89,7 @@ class FinalDistance(Experiment):
         dy = np.tile(np.concatenate([np.full(config.fit_trials, 1.0), grid_dy]), repeats)
         k = dx.size
         arch = TABLE1["default"]
-        lr = scaled_lr(arch.lr, config.width) * config.time_compression
+        lr = arch.lr * config.time_compression
         return train_two_point(activation=arch.activation, depth=config.depth, width=config.width,
                                gains=[arch.gain] * k, lrs=[lr] * k, seeds=[seed + i for i in range(k)],
                                steps=config.steps, record_every=config.record_every, dx=dx, dy=dy, device=device,

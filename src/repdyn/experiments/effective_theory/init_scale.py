@@ -20,7 +20,6 @@ from repdyn.experiments.effective_theory.common import (
     fit_member,
     gated,
     plateau_fraction,
-    scaled_lr,
     train_two_point,
     trajectory_figure,
 )
@@ -100,7 +99,7 @@ class InitialWeightScale(Experiment):
 
     def execute(self, config: InitScaleConfig, run: RunSpec, seed: int, device: str) -> dict:
         gains = [g for g in config.gains for _ in range(config.trials)]
-        lrs = [scaled_lr(INIT_SCALES[g], config.width) * config.time_compression for g in gains]
+        lrs = [INIT_SCALES[g] * config.time_compression for g in gains]
         k = len(gains)
         return train_two_point(activation="leaky_relu", depth=config.depth, width=config.width, gains=gains, lrs=lrs,
                                seeds=[seed + i for i in range(k)], steps=config.steps,

@@ -20,7 +20,6 @@ from repdyn.experiments.effective_theory.common import (
     gated,
     plateau_fraction,
     readout_layer,
-    scaled_lr,
     train_two_point,
     trajectory_figure,
     width_of,
@@ -164,7 +163,7 @@ class TwoPointDynamics(Experiment):
         factor = run.params.get("step_factor", 1.0)
         width = width_of(arch, config.width)
         k = config.seeds_per_architecture
-        lr = scaled_lr(arch.lr, width) * config.time_compression * factor
+        lr = arch.lr * config.time_compression * factor
         if config.width < 500:
             lr *= arch.reduced_width_lr_factor
         return train_two_point(activation=arch.activation, depth=arch.depth, width=width, gains=[arch.gain] * k,

@@ -19,7 +19,6 @@ from repdyn.experiments.effective_theory.common import (
     fit_member,
     gated,
     readout_layer,
-    scaled_lr,
     train_two_point,
 )
 from repdyn.experiments.effective_theory.multipoint import pairwise, pairwise_prediction, train_recording
@@ -124,8 +123,7 @@ class XorStructure(Experiment):
     def _lr(self, config: XorConfig, table_lr: float, shallow: bool = False) -> float:
         if config.optimizer == "adam":
             return config.adam_lr
-        return scaled_lr(table_lr, config.width) * (config.shallow_time_compression if shallow
-                                                    else config.time_compression)
+        return table_lr * (config.shallow_time_compression if shallow else config.time_compression)
 
     def execute(self, config: XorConfig, run: RunSpec, seed: int, device: str) -> dict:
         x, y = (a.numpy() for a in xor_data())
