@@ -6,7 +6,9 @@ calibrated on this machine: it starts in a forked process that watches its train
 (:mod:`repdyn.nn.progress`) for ``budget`` CPU-seconds, then stops it; its rate gives the CPU time of the whole
 loop, and the memory it added to the process while calibrating is its peak memory (a lower bound). A run that
 finishes within the budget is timed whole. The experiment's runs are assumed to cost alike, and a run of several
-loops is estimated from its first: the table says which basis each estimate has.
+loops is estimated from its first: the table says which basis each estimate has. Calibrations run side by side,
+one per processor; one whose set-up outlasts its CPU share, whose first step does, or whose loop reports a step
+count that is only a cap (:class:`~repdyn.nn.progress.Cap`) gives a bound instead of a rate.
 """
 
 from __future__ import annotations
