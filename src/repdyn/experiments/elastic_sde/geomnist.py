@@ -88,7 +88,9 @@ def _simulate(est: Estimates, estimates_from: str, simulate_under: str, config: 
     K = est.xbar.shape[1]
     blocks = es.logit_blocks(K) if simulate_under == "logit" else es.isotropic_blocks(K, K)
     y0 = ee.simulation_initial_values(est.xbar[0], config.sim_runs, rng)
-    mean = es.simulate_le_ode(alpha, beta, blocks, y0).mean(axis=1)     # (T, K, K)
+    # the LE-ODE and its forward Euler are linear, so the mean over the N runs is the path of the mean initial
+    # value: one run instead of N (equal up to rounding; tests/experiments/test_elastic_sde.py)
+    mean = es.simulate_le_ode(alpha, beta, blocks, y0.mean(axis=0, keepdims=True))[:, 0]     # (T, K, K)
     j_star = 1 if estimates_from == "iso" else 0
     return ee.rescale_to_genuine(est.xbar, mean, 0, j_star, max(len(mean) // 10, 1))
 
@@ -96,6 +98,21 @@ def _simulate(est: Estimates, estimates_from: str, simulate_under: str, config: 
 def _argmax_agreement(genuine: np.ndarray, path: np.ndarray, window: slice) -> float:
     """Fraction of (t, class) in ``window`` where the largest logit of the path is the genuine one's."""
     return float(np.mean(genuine[window].argmax(axis=-1) == path[window].argmax(axis=-1)))
+
+
+def _margins(path: np.ndarray) -> np.ndarray:
+    """(T, K): the coordinate d_kᵀX̄^k/‖d_k‖ of each class along its own margin direction, the signed H̄-norm
+    coordinate of the L-model (Eq. 8), in which RD (D.21) is measured."""
+    d = ee.margin_directions(path.shape[1])
+    return np.einsum("tkj,kj->tk", path, d / np.linalg.norm(d, axis=-1, keepdims=True))
+
+
+def _unexplained(genuine: np.ndarray, path: np.ndarray, window: slice) -> float:
+    """Σ (m_gen − m_path)² / Σ (m_gen − mean_t m_gen)² over ``window`` and classes, m = :func:`_margins`: the share
+    of the genuine path's movement that ``path`` does not reproduce (1 − R²). Every constant path scores ≥ 1 (the
+    genuine path's own mean exactly 1), so it measures dynamics, not the terminal geometry a null path also has."""
+    g, p = _margins(genuine)[window], _margins(path)[window]
+    return float(((g - p) ** 2).sum() / ((g - g.mean(axis=0)) ** 2).sum())
 
 
 def _mean_rd(genuine: np.ndarray, path: np.ndarray, window: slice) -> float:
@@ -123,11 +140,12 @@ def _seed_measurements(res: RunResult, config: GeoConfig, rng: np.random.Generat
         paths = {(f, u): _simulate(fit, f, u, config, rng) for f, u in
                  (("logit", "logit"), ("iso", "logit"), ("logit", "iso"))} | {"null": null}
         draws.append({"paths": paths,
+                      "unexplained": {key: _unexplained(held, path, stage) for key, path in paths.items()},
                       "rd": {key: _mean_rd(held, path, stage) for key, path in paths.items()},
                       "rd_terminal": {key: _mean_rd(held, path, terminal) for key, path in paths.items()},
-                      "argmax": {key: _argmax_agreement(held, path, stage) for key, path in paths.items()}})
+                      "argmax": {key: _argmax_agreement(held, path, terminal) for key, path in paths.items()}})
     scores = {score: {key: float(np.median([d[score][key] for d in draws])) for key in draws[0][score]}
-              for score in ("rd", "rd_terminal", "argmax")}
+              for score in ("unexplained", "rd", "rd_terminal", "argmax")}
     return {"est": est, "checks": checks, "paths": draws[0]["paths"], "held": held, "start": start, **scores}
 
 
@@ -171,13 +189,17 @@ class GeoMNISTDynamics(Experiment):
                   band_reason="our choice: the maximum of a noise path over ≈ 30 independent Savitzky–Golay windows "
                   "is ≈ 2.5 of its standard deviations, so 5 is a peak no noise makes",
                   control=NO_LEARNING, figure="fig3_strengths"),
-        ClaimSpec("h5_rd_vs_null", "mean RD (D.21, H̄ norm) over the amplification stage of the L-model LE-ODE "
-                  "(estimated on half the trials) against the other half, divided by that of a constant path at "
-                  "the estimation half's terminal class means", "seed 004, Fig. 5, D.9", at_most(0.8),
+        ClaimSpec("h5_dynamics_explained", "share of the held-out genuine path's movement over the amplification "
+                  "stage that the L-model LE-ODE (L-model estimates of the other half of the trials) leaves "
+                  "unexplained: Σ (m_gen − m_sim)² / Σ (m_gen − its stage mean)² over iterations and classes, m = "
+                  "d_kᵀX̄^k/‖d_k‖ (the signed coordinate of RD's H̄ norm)", "seed 004, Fig. 5, D.8, D.9",
+                  at_most(0.5),
                   quote="We also show that once the elasticity strengths $\\alpha(t)$ and $\\beta(t)$ are well "
                   "estimated, our model can faithfully simulate the dynamics of neural nets",
-                  band_reason="our choice: 'faithfully simulate the dynamics' must beat a path that does not move "
-                  "by a clear margin (20 %)", control=UNTRAINED, figure="fig5_simulated_vs_genuine"),
+                  band_reason="our choice: every constant path leaves ≥ 1 (the genuine stage mean exactly 1), "
+                  "so 'faithfully simulate the dynamics' is read as reproducing at least half of the genuine path's "
+                  "movement (R² ≥ 0.5); replaces an RD ratio to a constant path that an untrained network passed "
+                  "(issue 19)", control=UNTRAINED, figure="fig5_simulated_vs_genuine"),
         ClaimSpec("h5_rd_terminal_L", "terminal RD (D.21, last 10 %) of the L-model LE-ODE from L-model "
                   "estimates of one half of the trials, scored on the other half",
                   "seed 004, Fig. D.9", at_most(0.1),
@@ -185,12 +207,14 @@ class GeoMNISTDynamics(Experiment):
                   "it is non-zero",
                   band_reason="read off Fig. D.9: terminal RD of the order 10⁻² to 10⁻¹, so the upper end 0.1",
                   control=UNTRAINED, figure="figD9_relative_difference"),
-        ClaimSpec("h5_argmax_L", "fraction of (t, class) in the amplification stage where the largest logit of "
-                  "the L-model LE-ODE path is the held-out genuine one's",
-                  "seed 004, Fig. 5b, D.8", at_least(0.9),
-                  quote="We note L-model in general imitated true dynamics reasonably well",
-                  band_reason="our choice: the simulated path must pick the genuine class direction nearly always "
-                  "after the de-randomization stage", control=UNTRAINED, figure="fig5_simulated_vs_genuine"),
+        ClaimSpec("h5_argmax_L", "fraction of (t, class) in the last 10 % of iterations where the largest logit "
+                  "of the L-model LE-ODE path (L-model estimates, one half of the trials) is that of the held-out "
+                  "genuine class mean", "seed 004, App. D.2 (iii), Fig. D.8", at_least(0.9),
+                  quote="The L-model is able to identify the correct class",
+                  band_reason="our choice: the paper states it 'for large t' (the largest logit of class k 'when t "
+                  "is sufficiently large'): nearly always over the last 10 %; the single rescaling scalar fixes only "
+                  "coordinate (0, 0), so the order within classes 1 and 2 comes from the simulated dynamics",
+                  control=UNTRAINED, figure="fig5_simulated_vs_genuine"),
         ClaimSpec("h5_L_beats_l_estimates", "mean RD (H̄ norm, held-out half, amplification stage) of l-model "
                   "estimates over that of L-model estimates, both simulated under the L-model",
                   "seed 004, Fig. 5a vs 5b, Sec. 4.2", at_least(1.0),
@@ -198,7 +222,7 @@ class GeoMNISTDynamics(Experiment):
                   "nets, whereas those from l-model fail",
                   band_reason="derived: the paper's ordering (L-model estimates imitate better), ratio > 1",
                   no_control="a comparison of two estimators on the same held-out data; the null path is "
-                  "h5_rd_vs_null's comparison", figure="fig5_simulated_vs_genuine"),
+                  "h5_dynamics_explained's comparison", figure="fig5_simulated_vs_genuine"),
         ClaimSpec("h5_isotropic_control", "mean RD (H̄ norm, held-out half, amplification stage) of the l-model "
                   "LE-ODE over that of the L-model LE-ODE, both from L-model estimates",
                   "seed 004, Fig. D.7", at_least(1.0),
@@ -250,9 +274,13 @@ class GeoMNISTDynamics(Experiment):
                                    + ", ".join(f"{c['B_end']:.2f}" for c in logit)),
             "h3_sigmoid": Measured([c["peak_contrast"] for c in iso], "α̂ peak at t/T = "
                                    + ", ".join(f"{c['peak_frac']:.2f}" for c in iso)),
-            "h5_rd_vs_null": Measured(per_seed(lambda s: s["rd"][LL] / s["rd"]["null"]),
-                                      "RD LE-ODE / null: " + "; ".join(f"{s['rd'][LL]:.3f} / {s['rd']['null']:.3f}"
-                                                                        for s in seeds)),
+            "h5_dynamics_explained": Measured(
+                per_seed(lambda s: s["unexplained"][LL]),
+                "l-model estimates: " + ", ".join(f"{s['unexplained'][lL]:.2f}" for s in seeds)
+                + "; constant path at the estimation half's terminal means: "
+                + ", ".join(f"{s['unexplained']['null']:.2f}" for s in seeds)
+                + "; mean RD LE-ODE / that path: "
+                + "; ".join(f"{s['rd'][LL]:.3f} / {s['rd']['null']:.3f}" for s in seeds)),
             "h5_rd_terminal_L": Measured(per_seed(lambda s: s["rd_terminal"][LL]), "null path's terminal RD: "
                                          + ", ".join(f"{s['rd_terminal']['null']:.3f}" for s in seeds)),
             "h5_argmax_L": Measured(per_seed(lambda s: s["argmax"][LL]),
