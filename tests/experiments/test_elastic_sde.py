@@ -86,3 +86,28 @@ def test_amplification_starts_where_the_loss_begins_to_drop_and_flat_runs_have_n
     flat = LN3 + 0.01 * rng.standard_normal((8, len(t)))
     assert amplification_start(flat, 191) == 2000                                 # no drop: the second half
     assert amplification_start(np.full((2, 400), np.log(2) * 0.5), 51, n_classes=2) == 25
+
+
+def test_the_mean_path_is_the_path_of_the_mean_initial_value():
+    """The LE-ODE and its forward Euler are linear: geomnist simulates one run from the mean initial value."""
+    from repdyn.theory import elastic_sde as es
+    rng = np.random.default_rng(1)
+    T = 50
+    alpha, beta = 0.02 + 0.01 * rng.random(T), -0.01 * rng.random(T)
+    y0 = rng.standard_normal((40, 3, 3))
+    blocks = es.logit_blocks(3)
+    many = es.simulate_le_ode(alpha, beta, blocks, y0).mean(axis=1)
+    one = es.simulate_le_ode(alpha, beta, blocks, y0.mean(axis=0, keepdims=True))[:, 0]
+    np.testing.assert_allclose(one, many, rtol=1e-10, atol=1e-12)
+
+
+def test_unexplained_movement_is_one_for_the_genuine_mean_and_zero_for_the_path_itself():
+    from repdyn.experiments.elastic_sde.geomnist import _margins, _unexplained
+    t = np.linspace(0, 1, 200)[:, None, None]
+    genuine = np.tanh(4 * t) * (np.eye(3) - 1 / 3)[None] + 0.3                  # margins grow, offset ignored
+    window = slice(50, 200)
+    assert _unexplained(genuine, genuine, window) == pytest.approx(0.0, abs=1e-12)
+    mean = np.broadcast_to(genuine[window].mean(axis=0), genuine.shape)
+    assert _unexplained(genuine, mean, window) == pytest.approx(1.0)
+    assert _unexplained(genuine, 0.0 * genuine, window) > 1.0
+    np.testing.assert_allclose(_margins(genuine)[-1], np.tanh(4.0) * np.sqrt(2 / 3))

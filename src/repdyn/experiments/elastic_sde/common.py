@@ -145,7 +145,9 @@ def shape_checks(est: Estimates, model: str, window: int, start: int) -> dict[st
     parts where the mean of α̂ − β̂ is > 0 (the paper's "β(t) is dominated by α(t)", read off smoothed curves; the
     de-randomization plateau, where both are ≈ 0, is not part of it). Pointwise, late in the stage α̂ − β̂ is
     smaller than the Savitzky–Golay noise, so a pointwise count measures that noise (issue 19).
-    A_end, B_end: Â, B̂ over the last 5 % of iterations.
+    A_end, B_end: Â, B̂ over the last 5 % of iterations; B_drop: B_end − B̂ over the first 5 % (the change over
+    training: B̂(0) = 0 is measured against the single-iteration class means X̄(0), whose noise offsets the whole
+    curve, so B_end of an untrained network is that noise, ±1 at 8–16 trials).
     peak_contrast: (α̂ at its peak − α̂ at the start and at the end, the smaller) / the fluctuation of α̂ over
     the last 20 %: a rise-then-fall of α̂ ("an initial increasing stage and a second stage converging to the
     vicinity around zero") that stands out of its own noise. The peak is searched away from the first and
@@ -155,6 +157,7 @@ def shape_checks(est: Estimates, model: str, window: int, start: int) -> dict[st
     half = ee.odd_window(window, T) // 2
     stage = slice(min(start, T - half - 1), T - half)
     tail = slice(T - max(T // 20, 1), T)
+    head = slice(0, max(T // 20, 1))
     inner = a[half:T - half]
     peak = int(np.argmax(inner)) + half
     first = float(np.mean(a[half:half + max(T // 20, 1)]))
@@ -163,6 +166,7 @@ def shape_checks(est: Estimates, model: str, window: int, start: int) -> dict[st
     parts = np.array_split((a - b)[stage], STAGE_PARTS)
     return {"frac_alpha_gt_beta": float(np.mean([part.mean() > 0 for part in parts])),
             "A_end": float(np.nanmean(est.A[model][tail])), "B_end": float(np.nanmean(est.B[model][tail])),
+            "B_drop": float(np.nanmean(est.B[model][tail]) - np.nanmean(est.B[model][head])),
             "peak_frac": peak / T, "peak_contrast": (float(a[peak]) - max(first, last)) / noise,
             "stage_start": start / T}
 

@@ -59,7 +59,7 @@ SCALES = {
     # n_tr = 80 is one of the paper's own sample sizes (Fig. D.3: "do not vary significantly under different
     # choices"); with it every trial has converged by 4000 iterations (per-trial training loss <= 0.02, measured),
     # and the paper's window 191 fits the longer run
-    "quick": GeoConfig(n_train=80, n_val=50, seeds=3, trials=16, steps=4000, val_every=250, dtype="float32",
+    "quick": GeoConfig(n_train=80, n_val=50, seeds=3, trials=8, steps=4000, val_every=250, dtype="float32",
                        sim_runs=300),
     "paper": GeoConfig(),
 }
@@ -179,11 +179,13 @@ class GeoMNISTDynamics(Experiment):
                   band_reason="our choice: Â is a log-ratio, so Â(T) ≥ 2 is a growth by e² of the class-mean "
                   "deviations; a run that learns nothing stays at the noise floor |Â| ≲ 1.6 (issue 19)",
                   control=UNTRAINED, figure="fig3_strengths"),
-        ClaimSpec("h3_B_falls", "B̂(T) of the l-model (mean over the last 5 % of iterations)",
+        ClaimSpec("h3_B_falls", "B̂ of the l-model over the last 5 % of iterations minus B̂ over the first 5 %",
                   "seed 004, Fig. 3 (a)–(b), Fig. D.4", at_most(-0.5),
                   quote="$A(t)$ increases while $B(t)$ decreases",
-                  band_reason="our choice: the sign the figures show (B̂ decreasing below 0), with a margin of "
-                  "0.5 over the exact 0 of a path that does not move", control=UNTRAINED, figure="fig3_strengths"),
+                  band_reason="our choice: the sign the figures show (B̂ decreasing), with a margin of 0.5 over the "
+                  "0 of a path that does not move; from the first 5 %, not from B̂(0) = 0, whose one-iteration "
+                  "reference X̄(0) offsets the whole curve by its noise (the untrained control's B̂(T) straddled "
+                  "−0.5, issue 19)", control=UNTRAINED, figure="fig3_strengths"),
         ClaimSpec("h3_sigmoid", "α̂ (l-model) rises to an interior peak and falls back: (peak − max(start, end)) / "
                   "the fluctuation of α̂ over the last 20 %", "seed 004, App. D.2, Fig. D.3", at_least(5.0),
                   quote="(ii) $\\alpha(t)$ has an initial increasing stage and a second stage converging to the "
@@ -272,8 +274,9 @@ class GeoMNISTDynamics(Experiment):
                                                   f"amplification stage starts at t/T = {stages}"),
             "h3_A_grows": Measured([c["A_end"] for c in iso], "L-model Â(T): "
                                    + ", ".join(f"{c['A_end']:.2f}" for c in logit)),
-            "h3_B_falls": Measured([c["B_end"] for c in iso], "L-model B̂(T): "
-                                   + ", ".join(f"{c['B_end']:.2f}" for c in logit)),
+            "h3_B_falls": Measured([c["B_drop"] for c in iso], "B̂(T) l-model: "
+                                   + ", ".join(f"{c['B_end']:.2f}" for c in iso) + "; L-model B̂(T) − B̂(start): "
+                                   + ", ".join(f"{c['B_drop']:.2f}" for c in logit)),
             "h3_sigmoid": Measured([c["peak_contrast"] for c in iso], "α̂ peak at t/T = "
                                    + ", ".join(f"{c['peak_frac']:.2f}" for c in iso)),
             "h5_dynamics_explained": Measured(
