@@ -22,7 +22,6 @@ from repdyn.experiments.shallow_relu.common import (
 from repdyn.nn.shallow_relu import (
     ShallowReLUBatch,
     train_full_batch_gd,
-    with_imbalance,
 )
 from repdyn.theory import shallow_relu as sr
 from repdyn.theory import shallow_relu_kernels as kr
@@ -37,12 +36,6 @@ class KernelSplineConfig:
     gd_widths: tuple[int, ...] = param((100, 1000), ge=2, help="widths trained by GD to check the closed form")
     gd_steps: int = param(10_000, ge=1)
     lr_fraction: float = param(1.0, gt=0, lt=2)
-    gaussian_width: int = param(25_000, ge=2, help="Theorem 5's Gaussian case: width of the train-only-c GD limit "
-                                                   "with a, b ~ N(0, 1) (Fig. 3's m = 25000)")
-    all_layers_width: int = param(2000, ge=2, help="width of the all-layers variant (Fig. 4's caption: δ = −100)")
-    all_layers_delta: float = param(-100.0, help="δ_i of every neuron in the all-layers variant (Fig. 4 caption)")
-    all_layers_seeds: int = param(5, ge=1, help="initialisations of the all-layers variant (one batch)")
-    gaussian_init: bool = param(True, help="a, b ~ N(0, 1) in the Gaussian run (False: U(−1, 1), the control)")
 
 
 
@@ -52,8 +45,7 @@ class KernelSpline(Experiment):
     paper = NUMBER
     source = "Fig. 4, Eq. (22), Theorem 5 (spec 001 H2, T9)"
     Config = KernelSplineConfig
-    scales = {"smoke": KernelSplineConfig(widths=(10, 100, 1000, 2000), seeds=3, gd_widths=(40,), gd_steps=200,
-                                          gaussian_width=2000, all_layers_width=200, all_layers_seeds=3),
+    scales = {"smoke": KernelSplineConfig(widths=(10, 100, 1000, 2000), seeds=3, gd_widths=(40,), gd_steps=200),
               "quick": KernelSplineConfig(), "paper": KernelSplineConfig()}
     claims = (
         ClaimSpec("rf_rate", "per seed, the log-log slope of d_RF(m) = RMS(f_m − S_RF) against m over the widths "
@@ -76,29 +68,6 @@ class KernelSpline(Experiment):
                               "cubic end; the m → ∞ limit S_RF sits at 4 % (end-condition bias)",
                   control=Control("widths 10 and 30 only (far from the m → ∞ limit)", {"widths": (10, 30)}),
                   figure="cubic_spline_limit"),
-        ClaimSpec("gaussian_not_spline_fit",
-                  "a, b ~ N(0, 1), train only c to its GD limit at m = 25000: the share RMS(f − S_G)/(RMS(f − S_G) + "
-                  "RMS(f − S_cub)), S_G the Gaussian (arc-cosine) kernel interpolant, which minimises ∫ f''²/ν with "
-                  "Theorem 5's ν for the Gaussian (|a|³ weight, erratum E9), one value per seed",
-                  "seed 001, Theorem 5 and §3.3", at_most(0.5),
-                  quote="In particular, independent uniform initialization yields cubic splines, but radial "
-                        "distributions, such as A, B being jointly Gaussian, don't",
-                  band_reason="derived: the paper's statement is an ordering: below 1/2 the network is nearer the "
-                              "Gaussian kernel's minimiser than the cubic spline",
-                  control=Control("a, b ~ U(−1, 1) (the uniform case: the fit is the cubic spline)",
-                                  {"gaussian_init": False}),
-                  figure="cubic_spline_limit"),
-        ClaimSpec("all_layers_kernel",
-                  "all layers trained at δ_i = −100 (the same initial neurons and function), 10000 GD steps at a "
-                  "fixed η: RMS(f_all − f_c) / RMS(S_cub − S_lin), f_c the train-only-c network after the same steps "
-                  "at the same η (exact, Eq. 22), one value per seed",
-                  "seed 001, Fig. 4 caption and §4", at_most(0.10),
-                  quote="is approximated by a neural network ($\\delta = -100$) while varying the number m of neurons",
-                  band_reason="our choice, the same 10 % of the cubic-to-linear separation as cubic_at_largest_width: "
-                              "below it the two trainings give the same fit on Fig. 4's scale",
-                  control=Control("δ_i = −1 (first layer not dominant): all layers move and the fit departs from the "
-                                  "train-only-c one", {"all_layers_delta": -1.0}),
-                  figure="cubic_spline_limit"),
         ClaimSpec("gd_matches_closed_form",
                   "GD on c equals the exact finite-t closed form of Eq. (22): max|f_GD − f_t| / max|y|",
                   "seed 001, Eq. (22)", at_most(1e-8), depends_on=("gd",),
@@ -109,21 +78,13 @@ class KernelSpline(Experiment):
     )
 
     def runs(self, config: KernelSplineConfig) -> list[RunSpec]:
-        if not config.gaussian_init:  # the control of the Gaussian claim: nothing else changes
-            return [RunSpec("gaussian")]
-        if config.all_layers_delta != KernelSplineConfig.all_layers_delta:  # the all-layers claim's control
-            return [RunSpec("all_layers")]
-        return [RunSpec("closed_form"), RunSpec("gd"), RunSpec("gaussian"), RunSpec("all_layers")]
+        return [RunSpec("closed_form"), RunSpec("gd")]
 
     def execute(self, config: KernelSplineConfig, run: RunSpec, seed: int, device: str) -> RunResult:
         x, y = univariate_samples(config.dataset)
         rng = np.random.default_rng(seed)
         if run.label == "gd":
             return self._gd(config, x, y, rng, device)
-        if run.label == "gaussian":
-            return self._gaussian(config, x, y, rng)
-        if run.label == "all_layers":
-            return self._all_layers(config, x, y, rng, device)
         grid, cubic, linear = hull(x, y)
         s_rf = kr.kernel_interpolant(kr.uniform_rf_kernel, x, y)(grid)
         d_rf, d_cub, curves = [], [], []
@@ -166,93 +127,8 @@ class KernelSpline(Experiment):
         return {"gd_widths": np.array(config.gd_widths), "gap": np.array(gaps), "loss_ratio": np.array(loss_ratio),
                 "steps": res.steps}
 
-    def _gaussian(self, config: KernelSplineConfig, x: np.ndarray, y: np.ndarray, rng: np.random.Generator
-                  ) -> RunResult:
-        """Theorem 5 with a, b ~ N(0, 1): the train-only-c GD limit against S_G, the minimiser of ∫ f''²/ν with
-        ν = 2/(π(1 + u²)²) (the |a|³ weight, erratum E9; its Euler-Lagrange form is test T13), which is the
-        arc-cosine-kernel interpolant, and against the natural cubic spline."""
-        grid, cubic, _ = hull(x, y)
-        s_g = kr.kernel_interpolant(kr.gaussian_rf_kernel, x, y)(grid)
-        m = config.gaussian_width
-        alpha = np.sqrt(m)
-        to_g, to_cub, curves = [], [], []
-        for _ in range(config.seeds):
-            half = rng.normal(size=(2, m // 2)) if config.gaussian_init else rng.uniform(-1, 1, (2, m // 2))
-            c_half = config.c_scale * rng.uniform(-1, 1, m // 2) / alpha
-            a, b, c0 = np.tile(half[0], 2), np.tile(half[1], 2), np.concatenate([c_half, -c_half])
-            lam_max = np.linalg.eigvalsh(sr.tangent_kernel(x, a, b, c0, alpha, train_ab=False)).max()
-            c = kr.output_weights_after_gd(x, y, a, b, c0, alpha, 1 / lam_max, np.inf)
-            f = evaluate(grid, a[None], b[None], c[None], np.array([alpha]))[0]
-            to_g.append(sr.rms_distance(f, s_g))
-            to_cub.append(sr.rms_distance(f, cubic))
-            curves.append(f)
-        return {"to_gaussian": np.array(to_g), "to_cubic": np.array(to_cub), "f": curves[0], "s_g": s_g,
-                "g_to_cubic": float(sr.rms_distance(s_g, cubic))}
-
-    def _all_layers(self, config: KernelSplineConfig, x: np.ndarray, y: np.ndarray, rng: np.random.Generator,
-                    device: str) -> RunResult:
-        """Fig. 4's caption: all layers trained at δ_i = δ (the same neurons (r_i, θ_i), hence the same f_0, as the
-        train-only-c network), GD for gd_steps at η = lr_fraction/λ_max(Θ_0) fixed, against the exact
-        train-only-c function after the same steps at the same η (Eq. 22, finite t)."""
-        m = config.all_layers_width
-        alpha = np.sqrt(m)
-        bases = [paired_base(m, rng, config.c_scale) for _ in range(config.all_layers_seeds)]
-        nets = [with_imbalance(base, config.all_layers_delta) for base in bases]
-        batch = ShallowReLUBatch.stack(nets, [alpha] * len(nets), device=device)
-        res = train_full_batch_gd(batch, x, y, max_steps=config.gd_steps, lr_fraction=config.lr_fraction, tol=0.0,
-                                  lr_every=max(config.gd_steps, 1), record_every=max(config.gd_steps, 1))
-        grid, cubic, linear = hull(x, y)
-        f_all = evaluate(grid, *res.params, np.full(len(nets), alpha))
-        gaps, d_all, d_c = [], [], []
-        for i, (a, b, c0) in enumerate(nets):
-            lr = res.time[i] / max(res.steps[i], 1)
-            c_t = kr.output_weights_after_gd(x, y, a, b, c0, alpha, lr, float(res.steps[i]))
-            f_c = evaluate(grid, a[None], b[None], c_t[None], np.array([alpha]))[0]
-            gaps.append(sr.rms_distance(f_all[i], f_c))
-            d_all.append(sr.rms_distance(f_all[i], cubic))
-            d_c.append(sr.rms_distance(f_c, cubic))
-        return {"gap": np.array(gaps), "d_cub_all": np.array(d_all), "d_cub_c": np.array(d_c),
-                "loss_ratio": res.loss[-1] / res.loss[0], "halved": res.lr_fraction < config.lr_fraction,
-                "separation": float(sr.rms_distance(cubic, linear))}
-
-    @staticmethod
-    def _all_layers_measured(config: KernelSplineConfig, al: RunResult) -> Measured:
-        sep = al["separation"]
-        return Measured(al["gap"] / sep, (
-            f"m = {config.all_layers_width}, δ = {config.all_layers_delta:g}, {config.gd_steps} steps: L/L0 = "
-            f"{np.median(al['loss_ratio']):.3g}; d_cub/sep of the all-layers network "
-            f"{np.median(al['d_cub_all']) / sep:.3g}, of the train-only-c network "
-            f"{np.median(al['d_cub_c']) / sep:.3g} (medians; neither has "
-            f"converged: GD needs ~10⁶ steps on SQ10); step halvings: {int(np.sum(al['halved']))}"))
-
-    @staticmethod
-    def _gaussian_measured(config: KernelSplineConfig, gs: RunResult, x: np.ndarray, y: np.ndarray) -> Measured:
-        _, cubic, linear = hull(x, y)
-        separation = sr.rms_distance(cubic, linear)
-        return Measured(
-            gs["to_gaussian"] / (gs["to_gaussian"] + gs["to_cubic"]),
-            f"m = {config.gaussian_width}, {'Gaussian' if config.gaussian_init else 'uniform'} a, b: RMS(f − S_G) = "
-            f"{np.median(gs['to_gaussian']):.3g}, RMS(f − S_cub) = {np.median(gs['to_cubic']):.3g} (medians); the "
-            f"two limits differ by RMS(S_G − S_cub) = {gs['g_to_cubic']:.3g} = {gs['g_to_cubic'] / separation:.2f} "
-            "RMS(S_cub − S_lin)")
-
     def analyse(self, config: KernelSplineConfig, results: Mapping[str, RunResult]) -> Analysis:
         x, y = univariate_samples(config.dataset)
-        if "closed_form" not in results and "all_layers" in results:  # the all-layers claim's control
-            gaps = Figure(figsize=(4, 3))
-            gaps.subplots().plot(results["all_layers"]["gap"], "o")
-            return Analysis({"all_layers_kernel": self._all_layers_measured(config, results["all_layers"])},
-                            {"cubic_spline_limit": gaps}, [], "the all-layers run alone (the control's δ)")
-        if "closed_form" not in results:  # the Gaussian claim's control runs the Gaussian run alone
-            fig = Figure(figsize=(5, 3.6))
-            ax = fig.subplots()
-            grid, cubic, _ = hull(x, y)
-            ax.plot(grid, cubic, color="tab:blue", lw=2, label="natural cubic spline")
-            ax.plot(grid, results["gaussian"]["s_g"], color="tab:purple", ls=":", label="S_G")
-            ax.plot(grid, results["gaussian"]["f"], color="black", lw=1, label=f"m = {config.gaussian_width}")
-            ax.legend(fontsize=7)
-            return Analysis({"gaussian_not_spline_fit": self._gaussian_measured(config, results["gaussian"], x, y)},
-                            {"cubic_spline_limit": fig}, [], "the Gaussian run alone (uniform a, b: the control)")
         cf = results["closed_form"]
         widths = cf["widths"].astype(float)
         mean_rf, mean_cub = cf["d_rf"].mean(0), cf["d_cub"].mean(0)
@@ -284,10 +160,6 @@ class KernelSpline(Experiment):
             evidence = ", ".join(f"m = {m}: gap {g:.1e}, L/L0 = {lr:.2g} after {n} steps" for m, g, lr, n
                                  in zip(gd["gd_widths"], gd["gap"], gd["loss_ratio"], gd["steps"]))
             measured["gd_matches_closed_form"] = Measured(float(gd["gap"].max()), evidence)
-        if "all_layers" in results:
-            measured["all_layers_kernel"] = self._all_layers_measured(config, results["all_layers"])
-        if "gaussian" in results:
-            measured["gaussian_not_spline_fit"] = self._gaussian_measured(config, results["gaussian"], x, y)
         fig = Figure(figsize=(10, 3.6))
         ax_fit, ax_rate = fig.subplots(1, 2)
         grid, cubic, linear = hull(x, y)
@@ -296,9 +168,6 @@ class KernelSpline(Experiment):
         shown = np.unique(np.linspace(0, widths.size - 1, 4).round().astype(int))
         for i, shade in zip(shown, np.linspace(0.75, 0.0, shown.size)):
             ax_fit.plot(grid, cf["f"][i], color=str(shade), lw=1, label=f"m = {int(widths[i])}")
-        if "gaussian" in results:
-            ax_fit.plot(grid, results["gaussian"]["s_g"], color="tab:purple", lw=1.5, ls=":",
-                        label="S_G (Gaussian a, b: ν ∝ (1 + u²)⁻²)")
         ax_fit.plot(x, y, "x", color="tab:red")
         ax_fit.legend(fontsize=7)
         ax_fit.set_title("train only c, GD limit (pairing, f_0 ≡ 0)", fontsize=9)
