@@ -4,7 +4,9 @@ from repdyn.experiments.base import Paper
 from repdyn.experiments.shallow_relu.init_scale import InitScale
 from repdyn.experiments.shallow_relu.kernel_spline import KernelSpline
 from repdyn.experiments.shallow_relu.kernel_terms import KernelTerms
+from repdyn.experiments.shallow_relu.kernel_variants import KernelVariants
 from repdyn.experiments.shallow_relu.lazy_width import LazyWidth
+from repdyn.experiments.shallow_relu.local_dynamics import LocalDynamics
 from repdyn.experiments.shallow_relu.regime_crossover import RegimeCrossover
 from repdyn.experiments.shallow_relu.trajectories import NeuronTrajectories
 
@@ -13,4 +15,5 @@ PAPER = Paper("001", "shallow_relu", "Gradient Dynamics of Shallow Univariate Re
               "Canonical dynamics of one-hidden-layer ReLU nets on 1-D data: kernel regime (cubic spline) vs "
               "adaptive regime (linear interpolant), set by the layer balance δ.")
 
-EXPERIMENTS = (RegimeCrossover(), KernelSpline(), NeuronTrajectories(), InitScale(), KernelTerms(), LazyWidth())
+EXPERIMENTS = (RegimeCrossover(), KernelSpline(), NeuronTrajectories(), InitScale(), KernelTerms(), LazyWidth(),
+               LocalDynamics(), KernelVariants())

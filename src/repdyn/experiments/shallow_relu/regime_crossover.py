@@ -122,8 +122,12 @@ class RegimeCrossover(Experiment):
                                "at rms/sep ≤ 0.56 and all end at D = 0.38-0.44, Spearman 0.47 [0.43, 0.73]",
                       ruled_out="the step size (the η/2 twins at the same flow time move D by ≤ 0.035, below the "
                                 "seed spread); the seed count (10); the flow time (60000 steps: flatter, not "
-                                "steeper); the width (m = 1000, one seed: D = 0.37-0.39 at every finite δ after "
-                                "50000 steps). Not ruled out: the paper's unstated width, learning rate and sinusoid",
+                                "steeper; 2000 steps, 5 seeds: Spearman −0.03, D = 0.54-0.55 at every finite δ), "
+                                "which is what the paper's unstated learning rate changes (GD here is step-size "
+                                "independent); the width (m = 1000, one seed: D = 0.37-0.39 at every finite δ after "
+                                "50000 steps); the sinusoid (SIN20 = sin 2πx on 20 points, 5 seeds: Spearman −0.1, "
+                                "D = 0.52-0.53 at every finite δ; SIN10 cannot separate the splines). Not ruled out: "
+                                "widths other than 200 and 1000, sinusoids other than these three",
                       doc="docs/reproduction/001.md#crossover")),
         ClaimSpec("kernel_end_cubic",
                   "δ = −∞ (train only c, exact GD limit) at m = kernel_width: D per seed",
@@ -150,8 +154,10 @@ class RegimeCrossover(Experiment):
                                "0.45): the adaptive end lands nearer the cubic spline than the linear interpolant",
                       ruled_out="the step size (the η/2 twins at the same flow time move D by ≤ 0.035); the flow "
                                 "time (run to a fit, D moves away from 1, not towards it); the seed count (10); the "
-                                "width (m = 1000, one seed: D = 0.54 after 50000 steps, rms/sep 1.18, falling). "
-                                "Not ruled out: the paper's unstated width, learning rate and sinusoid",
+                                "width (m = 1000, one seed: D = 0.54 after 50000 steps, rms/sep 1.18, falling); the "
+                                "learning rate as a flow time (2000 steps: D = 0.535 [0.533, 0.538], 5 seeds); the "
+                                "sinusoid (SIN20, 5 seeds: D = 0.517 [0.515, 0.520]). Not ruled out: widths other "
+                                "than 200 and 1000, sinusoids other than SIN10, SIN12, SIN20",
                       doc="docs/reproduction/001.md#adaptive-end")),
         ClaimSpec("adaptive_knots_at_samples",
                   "δ = +∞ after the paper's 10000 steps: slope-jump mass of the knots within ε = h/10 of a sample, "
