@@ -190,6 +190,51 @@ def simulate_le_ode(alpha: np.ndarray, beta: np.ndarray, blocks: np.ndarray, y0:
     return out.reshape(alpha.size, N, K, p)
 
 
+def shared_blocks(H: np.ndarray, K: int) -> np.ndarray:
+    """H_kl = H for every block (a non-identity H of Theorem 3.1): the block matrix 1 1ᵀ ⊗ H is PSD with
+    positive diagonal iff H is, and M(t) = (E(t)/K) ⊗ H. Shape (K, K, p, p)."""
+    H = np.asarray(H, dtype=float)
+    if H.ndim != 2 or H.shape[0] != H.shape[1]:
+        raise ValueError(f"H must be a square (p, p) matrix, got shape {H.shape}")
+    _check_classes(K, H.shape[0])
+    return np.broadcast_to(H, (K, K) + H.shape).copy()
+
+
+def shared_block_law(xbar0: np.ndarray, A: Callable[[float], float], B: Callable[[float], float], H: np.ndarray,
+                     sigma: float, n: int, t: float) -> tuple[np.ndarray, np.ndarray]:
+    """Exact Gaussian law at time t of the class means of the LE-SDE with H_kl = H (symmetric p × p) for every
+    block and time-varying rates (empirical coupling): the eigen-expansion of the proof of Theorem 3.1 ((C.11),
+    corrected as in spec 004 §2.5) with μ_j t replaced by ∫_0^t μ_j (C.18).
+
+    M(t) = (E(t)/K) ⊗ H; E(t) is a combination of I and 1 1ᵀ, so the eigenvectors P_c ⊗ u_j (centred) and
+    P_1 ⊗ u_j (class average) do not depend on t, with integrated exponents h_j Λ_c, Λ_c = (A − B)/K, and
+    h_j Λ_1, Λ_1 = (A + (K−1)B)/K (h_j, u_j: eigenpairs of H). dX̄ = M X̄ dt + σ n^{-1/2} dB gives
+    mean X̄^k(t) = e^{Λ_c(t) H} c_k + e^{Λ_1(t) H} c_0 (c_0 the class average of X̄(0), c_k = X̄^k(0) − c_0) and
+    covariance (σ²/n) Σ_{mode} P_mode ⊗ U diag(∫_0^t e^{2 h_j (Λ(t) − Λ(s))} ds) Uᵀ.
+    xbar0: (K, p); A, B: integrated rates (callables). Returns mean (K, p) and covariance (Kp, Kp), class-major.
+    """
+    xbar0 = np.asarray(xbar0, dtype=float)
+    K, p = xbar0.shape
+    _check_classes(K, p)
+    H = np.asarray(H, dtype=float)
+    if H.shape != (p, p) or not np.allclose(H, H.T):
+        raise ValueError(f"H must be a symmetric ({p}, {p}) matrix, got shape {H.shape}")
+    h, U = np.linalg.eigh(H)
+    modes = {"centred": lambda s: (A(s) - B(s)) / K, "average": lambda s: (A(s) + (K - 1) * B(s)) / K}
+    projectors = {"centred": np.eye(K) - np.full((K, K), 1.0 / K), "average": np.full((K, K), 1.0 / K)}
+    c0 = xbar0.mean(axis=0)
+    mean = np.zeros((K, p))
+    cov = np.zeros((K * p, K * p))
+    for name, lam in modes.items():
+        lam_t = lam(t)
+        flow = U @ np.diag(np.exp(lam_t * h)) @ U.T
+        mean += (xbar0 - c0) @ flow.T if name == "centred" else np.broadcast_to(flow @ c0, (K, p))
+        var = [integrate.quad(lambda s, hj=hj, lam_t=lam_t, lam=lam: math.exp(2 * hj * (lam_t - lam(s))), 0.0, t,
+                              epsrel=1e-11, limit=200)[0] for hj in h]
+        cov += np.kron(projectors[name], U @ np.diag(var) @ U.T)
+    return mean, cov * sigma**2 / n
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Simulators of the stochastic dynamics
 # ----------------------------------------------------------------------------------------------------------

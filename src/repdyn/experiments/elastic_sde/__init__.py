@@ -6,11 +6,14 @@
 - ``geomnist``: LeNets trained by batch-1 SGD on GeoMNIST (Figs. 1, 3, 5, D.8, D.9; ★H3, ★H5): Â, B̂, α̂, β̂ from the
   per-class mean logits, the L-model LE-ODE estimated on half of the trials and scored on the other half.
 - ``label_noise``: the p_err sweep of Fig. 4 (★H4).
+- ``general_h``: Theorem 3.1 with a non-identity H and a time-varying β: simulated class means against the exact
+  law of the theorem's proof, (C.11) with ∫μ_j (C.18).
 - ``cifar``: Fig. 3 / D.4 on CIFAR-10, K ∈ {2, 3}, only with ``--set data_dir=…``.
 """
 
 from repdyn.experiments.base import Paper
 from repdyn.experiments.elastic_sde.cifar import CifarElasticity
+from repdyn.experiments.elastic_sde.general_h import GeneralHLaw
 from repdyn.experiments.elastic_sde.geomnist import GeoMNISTDynamics
 from repdyn.experiments.elastic_sde.label_noise import LabelNoisePhaseTransition
 from repdyn.experiments.elastic_sde.synthetic import SyntheticChecks
@@ -20,4 +23,5 @@ PAPER = Paper("004", "elastic_sde", "Imitating Deep Learning Dynamics via Locall
               "Features evolve by a locally elastic SDE: a phase transition in linear separability when intra-class "
               "impact exceeds inter-class impact, and neural collapse.")
 
-EXPERIMENTS = (SyntheticChecks(), GeoMNISTDynamics(), LabelNoisePhaseTransition(), CifarElasticity())
+EXPERIMENTS = (SyntheticChecks(), GeoMNISTDynamics(), LabelNoisePhaseTransition(), CifarElasticity(),
+               GeneralHLaw())
