@@ -23,6 +23,7 @@ def test_paper_defaults_are_the_papers_settings():
     cfg = BY_NAME["leaky_resnet.structures"].Config()
     assert (cfg.width, cfg.depth, cfg.lam, cfg.init_scale, cfg.n_train) == (200, 50, 0.002, 1.0, 1000)
     assert (cfg.adam_steps, cfg.gd_steps, cfg.max_rho_ltilde) == (20000, 10000, 0.0)
+    assert not cfg.continuation  # each L~ from its own initialisation, as in the paper (quick scale: continuation)
     assert BY_NAME["leaky_resnet.discretisation"].Config().ltilde == 3.0
 
 
