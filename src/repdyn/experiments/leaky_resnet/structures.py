@@ -1,5 +1,6 @@
 """Fig. 1 and Fig. 3 of seed 002: adaptive Leaky ResNets trained over a range of effective depths L~ on a teacher
-with a known bottleneck rank k*. Every seed x L~ member trains in one batched computation; the per-layer
+with a known bottleneck rank k*. Every seed x L~ member trains in one batched computation (or, with
+``continuation``, the seeds train at the smallest L~ and carry their weights to each larger L~); the per-layer
 Hamiltonian, stable Hamiltonian, Cost of Identity, kinetic energy, weight spectra and steps are computed in float64
 after training. Every claim about the Hamiltonian reports the stationarity residual and the fit beside it."""
 
