@@ -84,7 +84,7 @@ RULED_OUT = ("the diagnostics (exact on shot critical networks: experiment leaky
              "Levenberg-Marquardt: median stationarity residual 0.07-0.73, never below 0.01 on a net that fits); "
              "seed noise (8 seeds); float32 training (6 float64 seeds gave the same verdicts, training from "
              "initialisation); the optimisation protocol alone (training from initialisation and the continuation in "
-             "L~ both leave every Hamiltonian claim outside its band)")
+             "L~ both leave h flat, h below k* and balancedness outside their bands)")
 RULED_OUT_STRUCTURE = ("seed noise (8 seeds); the protocol (training from initialisation: middle rank - k* 2-6, "
                        "negativity 0.16-0.25, kinetic ratio 0.39-0.72, all outside their bands too); float32 "
                        "training (6 float64 seeds: the same verdicts); the untrained "
