@@ -23,6 +23,7 @@ def test_paper_defaults_are_the_papers_settings():
     cfg = BY_NAME["leaky_resnet.structures"].Config()
     assert (cfg.width, cfg.depth, cfg.lam, cfg.init_scale, cfg.n_train) == (200, 50, 0.002, 1.0, 1000)
     assert (cfg.adam_steps, cfg.gd_steps, cfg.max_rho_ltilde) == (20000, 10000, 0.0)
+    assert not cfg.continuation  # each L~ from its own initialisation, as in the paper (quick scale: continuation)
     assert BY_NAME["leaky_resnet.discretisation"].Config().ltilde == 3.0
 
 
@@ -113,3 +114,24 @@ def test_spearman_is_exact_on_a_band_edge():
     assert _spearman(depths, np.array([1.4, 1.05, 1.07, 1.08])) == -0.2
     assert _spearman(depths, np.array([1.4, 1.05, 1.09, 1.07])) == -0.4  # sum d^2 = 14: not -0.39999999999999997
     assert _spearman(depths, -depths.astype(float)) == -1.0 and _spearman(depths, np.ones(4)) == 0.0
+
+
+def test_structures_continuation_passes_the_weights_from_one_ltilde_to_the_next():
+    exp = BY_NAME["leaky_resnet.structures"]
+    cfg = dataclasses.replace(exp.config("smoke"), continuation=True, stage_adam_steps=20)
+    r = exp.execute(cfg, exp.runs(cfg)[0], 5, "cpu")
+    assert r["h"].shape == (cfg.seeds, len(cfg.ltildes), cfg.depth)
+    assert (r["rho"][:, 1].max(-1) * cfg.ltildes[1] <= 1.0).all()  # clipped to rho L~ <= 0.9, then adapted
+    np.testing.assert_allclose(r["p"][..., -1], 1.0, atol=1e-12)
+    analysis = exp.analyse(cfg, {"sweep": r})
+    assert all(len(m.values) == cfg.seeds for m in analysis.measured.values())
+    for bad in ({"run_per_ltilde": True}, {"ltildes": (3.0, 1.0)}):
+        with pytest.raises(ConfigError, match="continuation"):
+            exp.prepare(dataclasses.replace(cfg, **bad))
+
+
+def test_boundedness_control_expands_and_the_others_are_untrained_without_continuation():
+    exp = BY_NAME["leaky_resnet.structures"]
+    controls = {c.id: dict(c.control.overrides) for c in exp.claims if c.control is not None}
+    assert controls["fig3_bounded"] == {**UNTRAINED, "continuation": False, "init_scale": 3.0}
+    assert all(v == {**UNTRAINED, "continuation": False} for k, v in controls.items() if k != "fig3_bounded")
