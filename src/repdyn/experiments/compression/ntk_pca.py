@@ -50,7 +50,7 @@ class NtkPca(Experiment):
     Config = NtkPcaConfig
     scales = {
         "smoke": NtkPcaConfig(p=64, d=5, n_seeds=3, width=20, alpha=1e-2, max_dgrad=1e-2, max_steps=200),
-        "quick": NtkPcaConfig(p=512, d=5, n_seeds=8, width=100, max_dgrad=1e-2, max_steps=4000),
+        "quick": NtkPcaConfig(n_seeds=6, width=100, max_dgrad=1e-2, max_steps=4000),
         "paper": NtkPcaConfig(),
     }
     claims = (
