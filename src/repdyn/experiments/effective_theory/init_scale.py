@@ -63,6 +63,14 @@ SMALL_GAIN_FITS = Disagreement(
     ruled_out="the width (64 and 500 agree); the step (half the Table-1 step fits no better); unconverged networks "
               "(judged on converged ones only); the fit search (12 decades of τ_y/τ_h)",
     doc="docs/reproduction/000.md#eq-7-does-not-overlay-the-transition")
+NO_BREAKDOWN = Disagreement(
+    settings="the paper's network at gains 1.0 and 1.4 (Table 1: learning rates 0.005 and 0.00025, both × 11.7 as at "
+             "the quick scale, 4000 steps; 20 × 500 leaky ReLU, dx = 0.5, dy = 1, float64), seeds 0-2 each",
+    measured="normalised fit loss at gain 1.4: 0.66, 0.52, 0.56; at gain 1.0: 1.38, 2.61, 2.21 (all converged), so "
+             "fit(1.4) / worst small gain ≤ 0.47, 0.20, 0.25 per seed (the worst of 0.9-1.1 is at least the gain-1.0 "
+             "fit); quick (width 64): 0.010, 0.39, 0.15",
+    ruled_out="the width (64 and 500 agree); convergence (all converged); the fit search (12 decades of τ_y/τ_h)",
+    doc="docs/reproduction/000.md#eq-7-does-not-overlay-the-transition")
 FIG3 = ("Plateau-like behavior in the representational distance and loss can be seen at small initializations, but "
         "disappears at larger initial weights.")
 
@@ -106,7 +114,8 @@ class InitialWeightScale(Experiment):
                   "seed 000, Fig. 3", at_least(2.0),
                   quote="At very high initial weights, when the representational distance starts off already large, "
                   "the approximation breaks down as expected.",
-                  band_reason="our choice: a breakdown must at least double the fit loss", control=UNTRAINED),
+                  band_reason="our choice: a breakdown must at least double the fit loss", control=UNTRAINED,
+                  disagreement=NO_BREAKDOWN),
         ClaimSpec("loss_fit", "Eq. 9 with the fitted τ_h, τ_y and a fitted τ_ȳ overlays the loss curves: per "
                   "trial, the largest relative loss-fit error over gains 0.9-1.3 (converged networks)",
                   "seed 000, Fig. 12",
