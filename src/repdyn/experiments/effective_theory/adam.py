@@ -36,8 +36,24 @@ class AdamConfig:
     adam_lr: float = param(1e-4, gt=0, help="Adam learning rate (unstated in the paper; our choice)")
     record_every: int = param(1, ge=1)
     trials: int = param(3, ge=1, help="independent networks per run (one ensemble; the paper shows one)")
+    two_point_optimizer: str = param("adam", choices=("adam", "gd"),
+                                     help="optimizer of the two-point Adam run (gd: the negative control of fit_poor)")
 
 
+def early_error_share(theory, t: np.ndarray, u: np.ndarray, v: np.ndarray, w: np.ndarray) -> float:
+    """Share of the per-variable normalised squared fit error (the integrand of ``relative_fit_loss``) that lies
+    before the midpoint of the dynamics (the first time ‖dh‖² has covered half its way from u(0) to its final
+    value); a shape measure, independent of the overall size of the misfit and of where in the run the dynamics
+    happen."""
+    measured = np.stack([u, v, w], axis=-1)
+    dt = np.diff(t, append=t[-1] + (t[-1] - t[-2]))
+    scale = np.sum(dt[:, None] * (measured - measured[-1]) ** 2, axis=0)
+    error = np.sum(dt[:, None] * (measured - theory.stacked()) ** 2 / scale, axis=1)
+    midpoint = np.flatnonzero(np.abs(u - u[0]) >= 0.5 * np.abs(u[-1] - u[0]))[0]
+    return float(np.sum(error[:midpoint]) / np.sum(error))
+
+
+GD_INSTEAD = Control("the same two-point run trained with GD instead of Adam", {"two_point_optimizer": "gd"})
 ADAM_UNTRAINED = Control("the untrained networks (steps = 0)", {"steps": 0, "xor_steps": 0})
 FIG16 = ("The learned hidden representational pair-wise distances match the theory prediction at varying initial "
          "weight scales for the default 20 layer network (left)")
@@ -55,12 +71,16 @@ class AdamDynamics(Experiment):
         "paper": AdamConfig(),
     }
     claims = (
-        ClaimSpec("fit_poor", "Eq. 7 fits the Adam two-point trajectory clearly worse than the GD one (same "
-                  "initialisation): per trial, ratio of normalised fit losses (Adam / GD)", "seed 000, Fig. 15",
-                  at_least(2.0), depends_on=("two_point_gd", "two_point_adam"),
-                  quote="the effective theory does not fit the dynamics of a neural network trained using Adam very "
-                  "well", band_reason="our choice: \"not very well\" read as at least twice the GD fit loss",
-                  control=ADAM_UNTRAINED, figure="fig15_adam"),
+        ClaimSpec("fit_poor", "The Eq. 7 fit of the Adam two-point trajectory is worst in the earlier part of the "
+                  "dynamics: per trial, the share of the fit's squared error (each of u, v, w normalised by its "
+                  "own variation, as the fit loss) that falls before the midpoint of the dynamics (‖dh‖² halfway "
+                  "from its start to its end)", "seed 000, Fig. 15",
+                  at_least(0.5), depends_on=("two_point_adam",),
+                  quote="The fit is not very good, especially in the earlier part of the dynamics.",
+                  band_reason="read off the caption of Fig. 15: \"especially in the earlier part\" means more of the "
+                  "misfit before the midpoint of the dynamics than after (scale-free: a ratio of integrals of the same "
+                  "quantity); GD, the optimizer the theory assumes, must not show it", control=GD_INSTEAD,
+                  figure="fig15_adam"),
         ClaimSpec("merge_small", "With Adam, XOR same-output pairs still merge at small gain (0.7): per converged "
                   "trial, largest same-pair / mean cross-pair final ‖dh‖²", "seed 000, Fig. 16", at_most(0.1),
                   depends_on=("xor_adam",), quote=FIG16, band_reason="as xor merge_small", control=ADAM_UNTRAINED),
@@ -79,12 +99,12 @@ class AdamDynamics(Experiment):
         default = TABLE1["default"]
         n = config.trials
         if run.label.startswith("two_point"):
-            adam = run.params["optimizer"] == "adam"
-            lr = config.adam_lr if adam else default.lr * config.time_compression
+            optimizer = config.two_point_optimizer if run.params["optimizer"] == "adam" else "gd"
+            lr = config.adam_lr if optimizer == "adam" else default.lr * config.time_compression
             return train_two_point(activation="leaky_relu", depth=config.depth, width=config.width,
                                    gains=[default.gain] * n, lrs=[lr] * n, seeds=[seed + i for i in range(n)],
                                    steps=config.steps, record_every=config.record_every,
-                                   dx=[0.5] * n, dy=[1.0] * n, optimizer=run.params["optimizer"], device=device)
+                                   dx=[0.5] * n, dy=[1.0] * n, optimizer=optimizer, device=device)
         x, y = (a.numpy() for a in xor_data())
         gains = [g for g in run.params["gains"] for _ in range(n)]
         result = train_recording(x, y, x, activation="leaky_relu", depth=config.depth, width=config.width,
@@ -102,18 +122,23 @@ class AdamDynamics(Experiment):
             res = results[label]
             t = res["steps"]
             rel[label] = np.full(n, np.nan)
+            if label == "two_point_adam":
+                early = np.full(n, np.nan)
             for k in range(n):
                 u, v, w = res["u"][:, k, 0], res["v"][:, k], res["w"][:, k]
                 member = fit_member(t, u, v, w, 0.25, 1.0)
                 rel[label][k] = member.relative_loss
+                if label == "two_point_adam" and member.fit is not None:
+                    early[k] = early_error_share(member.fit.theory, t, u, v, w)
                 if k == 0:
                     panels[label.replace("two_point_", "")] = (t, np.stack([u, v, w], -1),
                                                                member.fit.theory if member.fit else None)
                 analysis.metrics.append({"run": label, "trial": k, "relative_fit_loss": member.relative_loss,
                                          "final_loss": res["loss"][-1, k], "max_w": float(w.max()),
                                          "error": member.error})
-        analysis.measured["fit_poor"] = Measured(rel["two_point_adam"] / rel["two_point_gd"], "Adam " + ", ".join(
-            f"{a:.3g}" for a in rel["two_point_adam"]) + "; GD " + ", ".join(f"{a:.3g}" for a in rel["two_point_gd"]))
+        analysis.measured["fit_poor"] = Measured(early, "normalised fit loss, Adam " + ", ".join(
+            f"{a:.3g}" for a in rel["two_point_adam"]) + "; GD (same initialisation) " + ", ".join(
+            f"{a:.3g}" for a in rel["two_point_gd"]))
         xor = results["xor_adam"]
         initial, final = pairwise(xor["hidden"][0]), pairwise(xor["hidden"][-1])
         ok = converged(xor["loss"])

@@ -10,7 +10,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from repdyn.experiments.base import Analysis, Experiment, RunSpec
-from repdyn.experiments.claims import ClaimSpec, InRange, Measured, at_least, at_most
+from repdyn.experiments.claims import ClaimSpec, Disagreement, InRange, Measured, at_least, at_most
 from repdyn.experiments.config import param
 from repdyn.experiments.effective_theory.common import (
     TABLE1,
@@ -33,6 +33,19 @@ class FinalDistanceConfig(DeepRunConfig):
                                             "them; false: all repetitions in one batched run")
 
 
+DX_GROWTH = Disagreement(
+    settings="the paper's network (20 × 500 leaky ReLU, gain 1, Table-1 learning rate 0.005 × 11.7, 4000 steps = "
+             "46 875 epochs, float64), dy = 1, dx = 0.5, 1.0, 1.5, seeds 0-2 each (the same initialisations across "
+             "dx); τ's fitted on the dx = 0.5 trials and averaged (App. B); at the Table-1 step itself most "
+             "networks do not leave the plateau within 6000 epochs, so App. B's protocol would discard them",
+    measured="all 9 converged (loss < 1e-20). Final ‖dh‖² at dx = 0.5 / 1.0 / 1.5: 0.201, 0.231, 0.207 / 0.138, "
+             "0.172, 0.189 / 0.145, 0.142, 0.187; Eq. 10 (τ_y/τ_h = 0.184): 0.215 / 0.430 / 0.644. Growth from dx = "
+             "0.5 to 1.5: measured × 0.72, 0.62, 0.90 per seed, Eq. 10 × 3.00; slope of measured on predicted 0.34. "
+             "Quick scale (width 64): slope 0.26-0.36, the same fall with dx",
+    ruled_out="the width (64 and 500 agree); convergence (every trial converged); the fitted rates (at the fitting "
+              "point dx = 0.5 Eq. 10 gives 0.215 against the measured 0.20-0.23: the failure is the dependence on dx); "
+              "the sweep's dy (at dy = 0 the pairs merge as Eq. 10 says, claim merge)",
+    doc="docs/reproduction/000.md#final-distance-does-not-grow-with-dx")
 FIG5 = ("The final representational distance of two point experiments with varying input and target output distances "
         "compared against the theory (Equation 10).")
 
@@ -61,11 +74,11 @@ class FinalDistance(Experiment):
                   "averaged): least-squares slope through the origin, per repetition", "seed 000, Fig. 5",
                   InRange(0.7, 1.3), quote=FIG5,
                   band_reason="our choice: the identity line of Fig. 5 within ±30 % (the paper gives no number)",
-                  control=UNTRAINED, figure="fig5_final_distance"),
+                  control=UNTRAINED, disagreement=DX_GROWTH, figure="fig5_final_distance"),
         ClaimSpec("r2", "Coefficient of determination of measured vs predicted final ‖dh‖² (identity line), per "
                   "repetition", "seed 000, Fig. 5", at_least(0.7), quote=FIG5,
                   band_reason="our choice: most of the variance over the grid explained by Eq. 10",
-                  control=UNTRAINED),
+                  control=UNTRAINED, disagreement=DX_GROWTH),
         ClaimSpec("merge", "Equal targets merge: largest final ‖dh‖² at dy = 0 divided by the mean at dy = 1",
                   "seed 000, Fig. 5; Eq. 10 with A_low = 0", at_most(0.1),
                   quote="representations of datapoints with the same target output will merge",
