@@ -20,6 +20,7 @@ from rich.table import Table
 from repdyn.experiments.config import ConfigError, describe_fields, parse_assignments
 from repdyn.runtime import registry
 from repdyn.runtime.atomic import WriteError
+from repdyn.runtime.executors import check_executor
 from repdyn.runtime.progress import showing
 from repdyn.runtime.reproduce import Plan, analyse, execute, load_plan, plan
 from repdyn.runtime.tasks import TaskFailed
@@ -107,10 +108,10 @@ def _execute_with_progress(plan_: Plan, jobs: int, cluster: str | None, force: b
                     checkpoint_every=checkpoint_every)
 
 
-def _finish(plan_: Plan, as_json: bool, *, recompute: bool = True) -> None:
+def _finish(plan_: Plan, as_json: bool, *, recompute: bool = True, jobs: int = 1) -> None:
     from repdyn.report.render import verdict_counts, write_report
 
-    outcomes = analyse(plan_, recompute=recompute)
+    outcomes = analyse(plan_, recompute=recompute, jobs=jobs)
     index = write_report(plan_.out, outcomes, scale=plan_.scale, seed=plan_.seed, device=plan_.device)
     claims = [c for o in outcomes for c in o.claims]
     differ = [c for c in claims if not c.as_recorded]
@@ -167,7 +168,7 @@ def run(name: str = typer.Argument(..., help="Experiment name (see `repdyn list`
     plan_ = plan([name], scale=scale, overrides=parse_assignments(set_), seed=seed, device=device,
                  out=out or Path("repdyn-out") / name, cluster=cluster)
     _execute_with_progress(plan_, jobs, cluster, force, quiet, progress_every, checkpoint_every)
-    _finish(plan_, as_json)
+    _finish(plan_, as_json, jobs=jobs if cluster is None else 1)
 
 
 @app.command()
@@ -182,7 +183,7 @@ def reproduce(scale: str = ScaleOpt,
     names = [n.strip() for n in only.split(",") if n.strip()] if only else None
     plan_ = plan(names, scale=scale, seed=seed, device=device, out=out, cluster=cluster)
     _execute_with_progress(plan_, jobs, cluster, force, quiet, progress_every, checkpoint_every)
-    _finish(plan_, as_json)
+    _finish(plan_, as_json, jobs=jobs if cluster is None else 1)
 
 
 @app.command("plan")
@@ -226,9 +227,10 @@ def plan_command(scale: str = ScaleOpt,
 @app.command()
 @user_errors
 def report(folder: Path = typer.Argument(..., help="A folder written by `repdyn reproduce` or `repdyn run`"),
-           as_json: bool = JsonOpt) -> None:
-    """Re-render a report from stored results (no run is recomputed)."""
-    _finish(load_plan(folder), as_json, recompute=False)
+           as_json: bool = JsonOpt, jobs: int = JobsOpt) -> None:
+    """Re-render a report from stored results (no run is recomputed), analysing ``--jobs`` experiments at once."""
+    check_executor(jobs, None)
+    _finish(load_plan(folder), as_json, recompute=False, jobs=jobs)
 
 
 @app.command()

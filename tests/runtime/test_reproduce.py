@@ -193,6 +193,19 @@ def test_runs_of_one_seed_group_share_their_seed(tmp_path, monkeypatch):
     assert len({t.key for t in tasks}) == 4
 
 
+def test_experiments_analysed_side_by_side_give_what_one_process_gives(tmp_path):
+    from repdyn.runtime.reproduce import analyse, execute, plan
+
+    plan_ = plan([FIXTURE, "fixture.fits"], scale="smoke", out=tmp_path)
+    execute(plan_)
+    alone, side_by_side = analyse(plan_), analyse(plan_, jobs=2)
+    assert [o.name for o in side_by_side] == [FIXTURE, "fixture.fits"]
+    for one, two in zip(alone, side_by_side):
+        assert [c.to_json() for c in one.claims] == [c.to_json() for c in two.claims]
+        assert one.metrics == two.metrics and one.figures.keys() == two.figures.keys()
+        assert one.claims and all(c.estimate is not None for c in one.claims)
+
+
 def test_off_a_terminal_runs_write_progress_lines_into_the_log(tmp_path, cli_env):
     log = tmp_path / "log"
     with log.open("w") as handle:

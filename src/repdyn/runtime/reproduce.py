@@ -243,23 +243,33 @@ def stored_run(plan_: Plan, task: Task, *, recompute: bool = True) -> StoredRun:
     return run
 
 
-def analyse(plan_: Plan, *, recompute: bool = True) -> list[ExperimentOutcome]:
+def analyse(plan_: Plan, *, recompute: bool = True, jobs: int = 1) -> list[ExperimentOutcome]:
     """Analyse stored results (a run missing or corrupt by now is recomputed when ``recompute``, see
     :func:`stored_run`) and judge every claim against its negative control. Claims that depend on a diverged run
-    are not reproduced, with that reason."""
-    outcomes = []
-    for item in plan_.experiments:
-        experiment = item.experiment
-        if item.skip_reason is not None:
-            outcomes.append(ExperimentOutcome(
-                item.name, experiment.title, experiment.paper, experiment.source, to_dict(item.config),
-                [skip(item.name, spec, item.skip_reason) for spec in experiment.claims], {}, [], [],
-                notes=f"skipped: {item.skip_reason}"))
-            continue
-        variants = [(control, config, _stored(plan_, item, config, recompute))
-                    for control, config in item.variants()]
-        outcomes.append(_analyse_one(experiment, variants))
-    return outcomes
+    are not reproduced, with that reason. With ``jobs`` > 1 the experiments are analysed side by side in that many
+    worker processes, each reading the plan back from ``out/manifest.json`` (written by :func:`execute`)."""
+    if jobs == 1 or len(plan_.experiments) < 2:
+        return [_analyse_item(plan_, item, recompute) for item in plan_.experiments]
+    from joblib import Parallel, delayed
+
+    return Parallel(n_jobs=jobs, backend="loky")(delayed(_analyse_named)(str(plan_.out), item.name, recompute)
+                                                 for item in plan_.experiments)
+
+
+def _analyse_named(out: str, name: str, recompute: bool) -> ExperimentOutcome:
+    plan_ = load_plan(out)
+    return _analyse_item(plan_, next(item for item in plan_.experiments if item.name == name), recompute)
+
+
+def _analyse_item(plan_: Plan, item: PlannedExperiment, recompute: bool) -> ExperimentOutcome:
+    experiment = item.experiment
+    if item.skip_reason is not None:
+        return ExperimentOutcome(
+            item.name, experiment.title, experiment.paper, experiment.source, to_dict(item.config),
+            [skip(item.name, spec, item.skip_reason) for spec in experiment.claims], {}, [], [],
+            notes=f"skipped: {item.skip_reason}")
+    variants = [(control, config, _stored(plan_, item, config, recompute)) for control, config in item.variants()]
+    return _analyse_one(experiment, variants)
 
 
 def _stored(plan_: Plan, item: PlannedExperiment, config: Any, recompute: bool) -> dict[str, StoredRun]:
