@@ -120,3 +120,15 @@ def test_w_never_dips_below_minus_a_quarter_of_Y():
     assert np.all(res["w"] >= -Y / 4 - 1e-12)
     np.testing.assert_allclose(np.abs(res["v"] - res["w"]), np.sqrt(res["v"] * Y), rtol=1e-9, atol=1e-15)  # |dy·Δy|
     assert res["w"].min() < -0.9 * Y.min() / 4  # the bound is reached during training
+
+
+def test_fig14_pairs_are_distinct_and_bins_give_spearman():
+    from repdyn.experiments.effective_theory.digits import binned_trend, taylor_pairs
+
+    pairs = taylor_pairs(50, 1000, seed=3)
+    assert pairs.shape == (1000, 2) and np.all(pairs[:, 0] != pairs[:, 1]) and pairs.max() < 50
+    assert np.array_equal(pairs, taylor_pairs(50, 1000, seed=3))
+    distance = np.arange(100.0)
+    rho, d, r = binned_trend(distance, 1.0 / (1.0 + distance), 10)
+    assert rho == pytest.approx(-1.0) and len(d) == len(r) == 10
+    np.testing.assert_allclose(d, np.arange(10) * 10 + 4.5)
