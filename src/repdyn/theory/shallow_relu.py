@@ -180,11 +180,13 @@ def canonical_metric(a: np.ndarray, b: np.ndarray, c: np.ndarray, kappa: float) 
     return kappa**2 * (ab_sq + np.asarray(c) ** 2), 1 / ab_sq
 
 
-def residual_velocity(x: np.ndarray, rho: np.ndarray, r: np.ndarray, theta: np.ndarray) -> np.ndarray:
+def residual_velocity(x: np.ndarray, rho: np.ndarray, r: np.ndarray, theta: np.ndarray,
+                      angular: bool = True) -> np.ndarray:
     """ρ̇ of Prop. 1 (Eq. 13 of seed 001) under the mean-field-time canonical flow ẇ_i = −∇V(w_i).
 
     ρ̇_j = −x̃_jᵀ Σ_{k: A_k ⊂ B_j} Σ_k g_k, with one term per occupied activation region A_k (neurons grouped by
     their activation set C_k), Σ_k = (1/m) Σ_{θ_i ∈ A_k} (r_i² t tᵀ + d dᵀ) and g_k = Σ_{j' ∈ C_k} ρ_j' x̃_j'.
+    ``angular=False`` drops the r_i² t tᵀ term: the motion of the radii alone (frozen angles, frozen knots).
     """
     x = np.asarray(x, dtype=np.float64)
     rho = np.asarray(rho, dtype=np.float64)
@@ -193,8 +195,9 @@ def residual_velocity(x: np.ndarray, rho: np.ndarray, r: np.ndarray, theta: np.n
     patterns, region = np.unique(active, axis=0, return_inverse=True)
     d = np.stack([np.cos(theta), np.sin(theta)], axis=1)
     t = np.stack([-np.sin(theta), np.cos(theta)], axis=1)
-    moments = (np.asarray(r)[:, None, None] ** 2 * t[:, :, None] * t[:, None, :]
-               + d[:, :, None] * d[:, None, :])
+    moments = d[:, :, None] * d[:, None, :]
+    if angular:
+        moments = moments + np.asarray(r)[:, None, None] ** 2 * t[:, :, None] * t[:, None, :]
     sigma = np.zeros((len(patterns), 2, 2))
     np.add.at(sigma, region.ravel(), moments / m)
     x_tilde = np.stack([x, np.ones_like(x)], axis=1)

@@ -49,12 +49,6 @@ def _cosine(u: np.ndarray, v: np.ndarray) -> np.ndarray:
         return np.sum(u * v, 0) / (np.linalg.norm(u, axis=0) * np.linalg.norm(v, axis=0))
 
 
-def _residual_velocity_radial(x: np.ndarray, rho: np.ndarray, r: np.ndarray, theta: np.ndarray) -> np.ndarray:
-    """Eq. (13) with Σ_k = ∫ d dᵀ only (the angular r² t tᵀ term dropped): the motion of r alone."""
-    pre = np.maximum(np.multiply.outer(x, np.cos(theta)) + np.sin(theta), 0)
-    return -pre @ (pre.T @ rho) / np.size(r)
-
-
 def _local_step(x: np.ndarray, y: np.ndarray, z: tuple, config: LocalDynamicsConfig, alpha: float) -> dict:
     """One δ level: the neurons' canonical displacement over the local window, its Prop. 4 and gradient
     predictions at the start, in the (r, τ = r θ) frame."""
@@ -73,7 +67,7 @@ def _local_step(x: np.ndarray, y: np.ndarray, z: tuple, config: LocalDynamicsCon
             p = tuple(v - config.lr_fraction / lam * g for v, g in zip(p, sr.loss_gradients(x, y, *p, alpha)[1:]))
         r1, theta1 = sr.to_canonical(*p, kappa)
     else:
-        r1, theta1 = _canonical_descent(x, y, r0, theta0, config.steps, config.lr_fraction, mean_field=False)
+        r1, theta1, _ = _canonical_descent(x, y, r0, theta0, config.steps, config.lr_fraction, mean_field=False)
     moved = np.stack([r1 - r0, r0 * np.angle(np.exp(1j * (theta1 - theta0)))])
     active = np.hypot(grad_r, grad_theta) > 0
     prediction = prop4 if config.metric == "prop4" else gradient
@@ -93,9 +87,9 @@ def _canonical_jacobian(x: np.ndarray, r: np.ndarray, theta: np.ndarray) -> np.n
 
 
 def _canonical_descent(x: np.ndarray, y: np.ndarray, r: np.ndarray, theta: np.ndarray, steps: int,
-                       lr_fraction: float, mean_field: bool = True) -> tuple[np.ndarray, np.ndarray]:
+                       lr_fraction: float, mean_field: bool = True) -> tuple[np.ndarray, np.ndarray, float]:
     """GD on the reduced flow (7) in (r, θ): w ← w − η m ∇L̃ (mean-field time, ẇ = −∇V) when ``mean_field``,
-    else w ← w − η ∇L̃; η = lr_fraction/λ_max of the matching tangent kernel at the start."""
+    else w ← w − η ∇L̃; η = lr_fraction/λ_max of the matching tangent kernel at the start. Returns (r, θ, η)."""
     scale = np.size(r) if mean_field else 1.0
     jac = _canonical_jacobian(x, r, theta)
     eta = lr_fraction / np.linalg.eigvalsh(scale * jac @ jac.T).max()
@@ -103,19 +97,16 @@ def _canonical_descent(x: np.ndarray, y: np.ndarray, r: np.ndarray, theta: np.nd
         rho = sr.canonical_network(x, r, theta) - y
         grad_r, grad_theta = sr.canonical_gradient(x, rho, r, theta)
         r, theta = r - eta * scale * grad_r, theta - eta * scale * grad_theta
-    return r, theta
+    return r, theta, eta
 
 
 def _residual_check(x: np.ndarray, y: np.ndarray, r: np.ndarray, theta: np.ndarray,
                     config: LocalDynamicsConfig) -> tuple[float, float]:
     """Prop. 1 at the start of the reduced flow: ‖Δρ/T − ρ̇_Eq.13‖/‖Δρ/T‖ over the local window, and T."""
     rho0 = sr.canonical_network(x, r, theta) - y
-    jac = _canonical_jacobian(x, r, theta)
-    eta = config.lr_fraction / np.linalg.eigvalsh(np.size(r) * jac @ jac.T).max()
-    r1, theta1 = _canonical_descent(x, y, r, theta, config.steps, config.lr_fraction)
+    r1, theta1, eta = _canonical_descent(x, y, r, theta, config.steps, config.lr_fraction)
     velocity = (sr.canonical_network(x, r1, theta1) - y - rho0) / (eta * max(config.steps, 1))
-    formula = (sr.residual_velocity if config.sigma_terms == "both" else _residual_velocity_radial)
-    predicted = formula(x, rho0, r, theta)
+    predicted = sr.residual_velocity(x, rho0, r, theta, angular=config.sigma_terms == "both")
     with np.errstate(divide="ignore", invalid="ignore"):
         return float(np.linalg.norm(velocity - predicted) / np.linalg.norm(velocity)), eta * config.steps
 
