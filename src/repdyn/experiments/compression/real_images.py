@@ -101,19 +101,24 @@ def _fit_cnn_adam(model: MnasCNN, x: torch.Tensor, y: torch.Tensor, alpha: float
     quick-scale optimiser, kept as ``optimiser = "adam"`` for comparison."""
     with torch.no_grad():
         f0 = model(x)
+    model.to(memory_format=torch.channels_last)  # the same numbers to rounding; 2× faster CPU convolutions
     opt = torch.optim.Adam(model.parameters(), lr=lr)
+    steps, fitted = max_steps, False
     for step in range(max_steps):
         margins = y * alpha * (model(x) - f0)
         if bool((margins >= 1).all()):
-            return step, True
+            steps, fitted = step, True
+            break
         loss = torch.relu(1 - margins).mean() / alpha
         check_finite(loss.detach(), step)
         opt.zero_grad()
         loss.backward()
         opt.step()
-    with torch.no_grad():
-        fitted = bool((y * alpha * (model(x) - f0) >= 1).all())
-    return max_steps, fitted
+    else:
+        with torch.no_grad():
+            fitted = bool((y * alpha * (model(x) - f0) >= 1).all())
+    model.to(memory_format=torch.contiguous_format)
+    return steps, fitted
 
 
 def _fit_cnn_momentum(model: MnasCNN, x: torch.Tensor, y: torch.Tensor, alpha: float, tau: float,
