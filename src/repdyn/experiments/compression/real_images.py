@@ -176,7 +176,7 @@ class RealImages(Experiment):
     Config = RealImagesConfig
     scales = {
         "smoke": RealImagesConfig(p=48, n_test=100, n_inits=3, width=2, alpha=1e-2, lr=1e-2, max_steps=30, n_modes=4),
-        "quick": RealImagesConfig(p=256, n_test=1000, n_inits=5, width=4, alpha=1e-2, optimiser="adam", lr=1e-2,
+        "quick": RealImagesConfig(p=256, n_test=1000, n_inits=10, width=4, alpha=1e-2, optimiser="adam", lr=1e-2,
                                   max_steps=400),
         "paper": RealImagesConfig(),
     }
