@@ -101,19 +101,24 @@ def _fit_cnn_adam(model: MnasCNN, x: torch.Tensor, y: torch.Tensor, alpha: float
     quick-scale optimiser, kept as ``optimiser = "adam"`` for comparison."""
     with torch.no_grad():
         f0 = model(x)
+    model.to(memory_format=torch.channels_last)  # the same numbers to rounding; 2× faster CPU convolutions
     opt = torch.optim.Adam(model.parameters(), lr=lr)
+    steps, fitted = max_steps, False
     for step in range(max_steps):
         margins = y * alpha * (model(x) - f0)
         if bool((margins >= 1).all()):
-            return step, True
+            steps, fitted = step, True
+            break
         loss = torch.relu(1 - margins).mean() / alpha
         check_finite(loss.detach(), step)
         opt.zero_grad()
         loss.backward()
         opt.step()
-    with torch.no_grad():
-        fitted = bool((y * alpha * (model(x) - f0) >= 1).all())
-    return max_steps, fitted
+    else:
+        with torch.no_grad():
+            fitted = bool((y * alpha * (model(x) - f0) >= 1).all())
+    model.to(memory_format=torch.contiguous_format)
+    return steps, fitted
 
 
 def _fit_cnn_momentum(model: MnasCNN, x: torch.Tensor, y: torch.Tensor, alpha: float, tau: float,
@@ -171,7 +176,7 @@ class RealImages(Experiment):
     Config = RealImagesConfig
     scales = {
         "smoke": RealImagesConfig(p=48, n_test=100, n_inits=3, width=2, alpha=1e-2, lr=1e-2, max_steps=30, n_modes=4),
-        "quick": RealImagesConfig(p=256, n_test=1000, n_inits=5, width=4, alpha=1e-2, optimiser="adam", lr=1e-2,
+        "quick": RealImagesConfig(p=256, n_test=1000, n_inits=10, width=4, alpha=1e-2, optimiser="adam", lr=1e-2,
                                   max_steps=400),
         "paper": RealImagesConfig(),
     }
