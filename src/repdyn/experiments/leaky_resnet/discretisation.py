@@ -157,8 +157,8 @@ class Discretisation(Experiment):
                                       depths=(4, 6), seeds=3, adam_steps=40, adam_lr=3e-3, adam_lr_final=1e-5,
                                       gd_steps=10, adaptive_warmup=10),
         "quick": DiscretisationConfig(dims=(10, 4, 2, 10), teacher_hidden=32, n_train=200, n_test=200, width=32,
-                                      depths=(4, 8, 12, 16), seeds=10, lam=0.01, init_scale=0.1, adam_steps=2000,
-                                      adam_lr=3e-3, adam_lr_final=1e-5, gd_steps=500, gd_lr=3e-4),
+                                      depths=(4, 8, 12, 16), seeds=10, lam=0.01, init_scale=0.1, adam_steps=4000,
+                                      adam_lr=3e-3, adam_lr_final=1e-5, gd_steps=1000, gd_lr=3e-4),
         "paper": DiscretisationConfig(),
     }
 
