@@ -145,11 +145,12 @@ def objective_gradient(model: LeakyResNet, a0: Tensor, target: Tensor, lam: floa
         G_{l-1} = c_l G_l + 1[A_{l-1} > 0] * ((rho_l V_l)^T G_l).
 
     Three matrix products per layer and a few in-place element-wise passes, no autograd graph: a training step at
-    the quick shapes is 1.5-1.7x cheaper than autograd through :func:`leaky_forward_layers` (docs/reproduction/
-    002.md, fourth session); the matrix products are then most of a step. ``a0`` is ``A_0``
-    ``(K, w, N)``, ``target`` ``(K or 1, d_out, N)``. Returns ``(objective, cost, grad, norms)``: objective and
-    data cost ``(K,)``, the gradient shaped like the weights and, if ``norms``, ``(||A_l||, ||A_l - A_{l-1}||)``
-    for l = 1..L, ``(K, L)`` each (what the adaptive rule needs, :func:`adaptive_steps_from_norms`).
+    the quick shapes is 1.5-1.7x cheaper than autograd through
+    :func:`repdyn.theory.leaky_resnet.leaky_forward_layers` (docs/reproduction/002.md, fourth session); the matrix
+    products are then most of a step. ``a0`` is ``A_0`` ``(K, w, N)``, ``target`` ``(K or 1, d_out, N)``. Returns
+    ``(objective, cost, grad, norms)``: objective and data cost ``(K,)``, the gradient shaped like the weights
+    and, if ``norms``, ``(||A_l||, ||A_l - A_{l-1}||)`` for l = 1..L, ``(K, L)`` each (what the adaptive rule
+    needs, :func:`repdyn.theory.leaky_resnet.adaptive_steps_from_norms`).
     """
     weights, rho, lt = model.weight.detach(), model.rho, model.ltilde
     k, depth, width, _ = weights.shape
