@@ -5,7 +5,7 @@ import torch
 
 from interrupt import Killed, kill_at
 from repdyn.nn import Diverged
-from repdyn.nn.leaky_resnet import LeakyResNet, TrainingPlan, data_cost, fit
+from repdyn.nn.leaky_resnet import LeakyResNet, TrainingPlan, data_cost, fit, objective_gradient
 from repdyn.theory import leaky_resnet as lr
 
 
@@ -44,6 +44,38 @@ def test_objective_gradient_is_the_stationarity_gap():
         reps, B = model.momenta(x, y, lam, k)
         gap = model.weight[k].detach() - lr.stationary_weights(reps, B, lt)
         torch.testing.assert_close(grad[k], lam / lt * model.rho[k][:, None, None] * gap)
+
+
+def test_hand_written_gradient_equals_autograd():
+    # the fused forward/backward that fit trains with, against autograd through the theory's forward: random
+    # steps per member, several L~, non-zero biases, dead and live ReLUs; and the norms the adaptive rule reads
+    g = torch.Generator().manual_seed(3)
+    rho = torch.rand(4, 5, generator=g, dtype=torch.float64)
+    model = LeakyResNet.initialise(5, 6, 3, 2, (0.5, 1.0, 2.5, 4.0), rho / rho.sum(-1, keepdim=True), g)
+    with torch.no_grad():
+        model.weight[..., -1] = torch.randn(4, 5, 6, generator=g, dtype=torch.float64)
+    x, y = _data()
+    lam = 0.03
+    reps = model.representations(x)
+    expected = data_cost(model.u_out @ reps[:, -1], y.T) + model.regulariser(lam)
+    (grad,) = torch.autograd.grad(expected.sum(), [model.weight])
+    objective, cost, found, (rep_norms, step_norms) = objective_gradient(model, model.input_representation(x),
+                                                                           y.T, lam, norms=True)
+    torch.testing.assert_close(objective, expected.detach(), rtol=1e-13, atol=0)
+    torch.testing.assert_close(cost, data_cost(model.u_out @ reps[:, -1], y.T).detach(), rtol=1e-13, atol=0)
+    torch.testing.assert_close(found, grad, rtol=1e-11, atol=1e-14)
+    torch.testing.assert_close(rep_norms, reps[:, 1:].detach().norm(dim=(-2, -1)))
+    torch.testing.assert_close(step_norms, (reps[:, 1:] - reps[:, :-1]).detach().norm(dim=(-2, -1)))
+    assert (reps[:, :-1] < 0).any() and (reps[:, :-1] > 0).any()  # both branches of the ReLU are exercised
+
+
+def test_adaptive_rule_from_norms_is_the_rule_on_representations():
+    g = torch.Generator().manual_seed(4)
+    reps = torch.randn(3, 7, 4, 5, generator=g, dtype=torch.float64)
+    rho = lr.equidistant_steps(6).expand(3, 6)
+    norms = reps[:, 1:].norm(dim=(-2, -1)), (reps[:, 1:] - reps[:, :-1]).norm(dim=(-2, -1))
+    torch.testing.assert_close(lr.adaptive_steps_from_norms(rho, *norms, 0.5, floor=1e-3, ceiling=0.3),
+                               lr.adaptive_steps(rho, reps, 0.5, floor=1e-3, ceiling=0.3), rtol=0, atol=0)
 
 
 def test_regulariser_is_rho_weighted_and_scaled_by_one_over_ltilde():

@@ -26,7 +26,7 @@ from repdyn.nn import checkpoint
 from repdyn.nn.divergence import check_finite
 from repdyn.nn.optim import StackedOptimizer
 from repdyn.nn.progress import report
-from repdyn.theory.leaky_resnet import adaptive_steps, leaky_forward, leaky_forward_layers, momenta_by_backprop
+from repdyn.theory.leaky_resnet import adaptive_steps_from_norms, leaky_forward, momenta_by_backprop
 
 INITS = ("he", "identity")
 """Initialisations of :meth:`LeakyResNet.initialise` (spec 002 §4.2)."""
@@ -132,6 +132,63 @@ def data_cost(prediction: Tensor, target: Tensor) -> Tensor:
     return ((target - prediction) ** 2).sum((-1, -2)) / prediction.shape[-1]
 
 
+@torch.no_grad()
+def objective_gradient(model: LeakyResNet, a0: Tensor, target: Tensor, lam: float, norms: bool = False
+                       ) -> tuple[Tensor, Tensor, Tensor, tuple[Tensor, Tensor] | None]:
+    """The training objective per member and its gradient in the weights by a hand-written backward pass (the
+    adjoint of [E-DISC], seed 002 §2.4 / spec 002 §3.12; equal to autograd's, tests/nn/test_leaky_resnet.py).
+
+    Forward ``A_l = c_l A_{l-1} + (rho_l W_l) sigma(A_{l-1})`` with ``c_l = 1 - rho_l L~`` (one ``bmm`` per
+    layer); backward with ``G_l = dC/dA_l``, ``G_L = -2 U_out^T (Y - U_out A_L) / N``:
+
+        dObj/dW_l = rho_l (G_l sigma(A_{l-1})^T + lambda / L~ W_l),
+        G_{l-1} = c_l G_l + 1[A_{l-1} > 0] * ((rho_l V_l)^T G_l).
+
+    Three matrix products per layer and a few in-place element-wise passes, no autograd graph: a training step at
+    the quick shapes is 1.5-1.7x cheaper than autograd through
+    :func:`repdyn.theory.leaky_resnet.leaky_forward_layers` (docs/reproduction/002.md, fourth session); the matrix
+    products are then most of a step. ``a0`` is ``A_0`` ``(K, w, N)``, ``target`` ``(K or 1, d_out, N)``. Returns
+    ``(objective, cost, grad, norms)``: objective and data cost ``(K,)``, the gradient shaped like the weights
+    and, if ``norms``, ``(||A_l||, ||A_l - A_{l-1}||)`` for l = 1..L, ``(K, L)`` each (what the adaptive rule
+    needs, :func:`repdyn.theory.leaky_resnet.adaptive_steps_from_norms`).
+    """
+    weights, rho, lt = model.weight.detach(), model.rho, model.ltilde
+    k, depth, width, _ = weights.shape
+    n = a0.shape[-1]
+    keep = (1 - rho * lt[:, None])[..., None, None].unbind(1)  # c_l, (K, 1, 1) each
+    scaled = (rho[..., None, None] * weights).unbind(1)  # rho_l W_l, (K, w, w+1) each
+    features = []  # sigma(A_{l-1}) = ([A_{l-1}]_+, 1), (K, w+1, N) each
+    rep_norms, step_norms = [], []
+    a = a0
+    for layer in range(depth):
+        sigma = a0.new_empty(k, width + 1, n)
+        sigma[:, width] = 1
+        torch.clamp(a, min=0, out=sigma[:, :width])
+        features.append(sigma)
+        new = torch.bmm(scaled[layer], sigma).addcmul_(a, keep[layer])
+        if norms:
+            rep_norms.append(torch.linalg.vector_norm(new, dim=(-2, -1)))
+            step_norms.append(torch.linalg.vector_norm(new - a, dim=(-2, -1)))
+        a = new
+    residual = target - model.u_out @ a
+    cost = (residual**2).sum((-1, -2)) / n
+    decay = lam / lt
+    objective = cost + 0.5 * decay * (rho * torch.linalg.vector_norm(weights, dim=(-2, -1)) ** 2).sum(-1)
+    g = model.u_out.transpose(-1, -2) @ residual * (-2.0 / n)
+    grad = torch.empty_like(weights)
+    for layer in reversed(range(depth)):
+        sigma = features[layer]
+        # G sigma^T computed as (sigma G^T)^T: the faster layout of the product on the CPU
+        outer = torch.bmm(sigma, g.transpose(-1, -2)).transpose(-1, -2)
+        torch.addcmul(scaled[layer] * decay[:, None, None], outer, rho[:, layer, None, None], out=grad[:, layer])
+        if layer:
+            back = scaled[layer][..., :width].transpose(-1, -2) @ g
+            # ReLU'(A_{l-1}) = 1[sigma > 0], applied without building the mask (autograd's own ReLU backward)
+            g = torch.ops.aten.threshold_backward(back, sigma[:, :width], 0).addcmul_(g, keep[layer])
+    found = (torch.stack(rep_norms, -1), torch.stack(step_norms, -1)) if norms else None
+    return objective, cost, grad, found
+
+
 @dataclass(frozen=True)
 class TrainingPlan:
     """Full-batch Adam, then full-batch GD "to tighten the convergence" (seed 002 App. B), with adaptive steps.
@@ -185,6 +242,9 @@ def fit(model: LeakyResNet, x: Tensor, y: Tensor, lam: float, plan: TrainingPlan
     if adaptive.shape != (model.members,):
         raise ValueError(f"adaptive has shape {tuple(adaptive.shape)}, expected ({model.members},)")
     target = y.T.to(model.weight.dtype)
+    with torch.no_grad():
+        a0 = model.input_representation(x)
+    adapts = bool(adaptive.any())
     history: dict[str, list] = {"step": [], "objective": [], "data_cost": [], "max_rho_ltilde": []}
     ones = torch.ones(model.members, dtype=model.weight.dtype)
     phases = [("adam", plan.adam_steps, plan.adam_lr), ("gd", plan.gd_steps, plan.gd_lr)]
@@ -216,23 +276,21 @@ def fit(model: LeakyResNet, x: Tensor, y: Tensor, lam: float, plan: TrainingPlan
             if kind == "adam" and plan.adam_lr_final is not None:
                 decay = 0.5 * (1 + math.cos(math.pi * t / steps))
                 optimiser.set_lr((plan.adam_lr_final + (lr - plan.adam_lr_final) * decay) * ones)
-            reps = leaky_forward_layers(model.weight, model.rho, model.input_representation(x), model.ltilde)
-            cost = data_cost(model.u_out @ reps[-1], target)
-            objective = cost + model.regulariser(lam)
-            report(step, total, objective.detach())
-            check_finite(objective.detach(), step, "objective")
-            (grad,) = torch.autograd.grad(objective.sum(), [model.weight])
+            adapting = kind == "adam" or plan.adaptive_in_gd
+            adapt = adapting and adapts and step >= plan.adaptive_warmup and step % plan.adaptive_every == 0
+            objective, cost, grad, norms = objective_gradient(model, a0, target, lam, norms=adapt)
+            report(step, total, objective)
+            check_finite(objective, step, "objective")
             optimiser.step([grad])
             if step % plan.record_every == 0:
                 history["step"].append(step)
-                history["objective"].append(objective.detach().numpy().copy())
-                history["data_cost"].append(cost.detach().numpy().copy())
-                history["max_rho_ltilde"].append((model.rho.max(-1).values * model.ltilde).numpy().copy())
-            adapting = kind == "adam" or plan.adaptive_in_gd
-            if adapting and adaptive.any() and step >= plan.adaptive_warmup and step % plan.adaptive_every == 0:
+                history["objective"].append(objective.cpu().numpy())
+                history["data_cost"].append(cost.cpu().numpy())
+                history["max_rho_ltilde"].append((model.rho.max(-1).values * model.ltilde).cpu().numpy())
+            if norms is not None:
                 with torch.no_grad():
-                    new = adaptive_steps(model.rho, torch.stack(reps, dim=-3), plan.adaptive_damping,
-                                         floor=plan.adaptive_floor, ceiling=ceiling)
+                    new = adaptive_steps_from_norms(model.rho, *norms, plan.adaptive_damping,
+                                                    floor=plan.adaptive_floor, ceiling=ceiling)
                     model.rho.copy_(torch.where(adaptive[:, None], new, model.rho))
             step += 1
     result = {name: np.asarray(values) for name, values in history.items()}

@@ -287,10 +287,11 @@ def leaky_forward(weights: Tensor, rho: Tensor, A0: Tensor, ltilde: Tensor | flo
 
 def leaky_forward_layers(weights: Tensor, rho: Tensor, A0: Tensor, ltilde: Tensor | float,
                          activation: Callable[[Tensor], Tensor] = torch.relu) -> list[Tensor]:
-    """:func:`leaky_forward` as a list ``[A_0, ..., A_L]`` of ``(..., w, N)`` tensors, for training: the weights
-    are split per layer once (``unbind``) and nothing is stacked, so the backward pass costs O(L) (indexing
+    """:func:`leaky_forward` as a list ``[A_0, ..., A_L]`` of ``(..., w, N)`` tensors: the weights are split per
+    layer once (``unbind``) and nothing is stacked, so autograd through it costs O(L) (indexing
     ``weights[..., l, :, :]`` in the loop, or stacking the representations, makes autograd fill a zero tensor of
-    the whole stack per layer: O(L^2), 40 % of a training step at L = 12)."""
+    the whole stack per layer: O(L^2)). Training uses the hand-written gradient
+    :func:`repdyn.nn.leaky_resnet.objective_gradient`, tested equal to autograd through this."""
     if weights.shape[-1] != weights.shape[-2] + 1:
         raise ValueError(f"weights have shape {tuple(weights.shape)}: expected (..., L, w, w+1)")
     if rho.shape[-1] != weights.shape[-3]:
@@ -544,11 +545,19 @@ def adaptive_steps(rho: Tensor, reps: Tensor, damping: float = 1.0, eps: float =
     other layers in proportion to their steps; ``ceiling = 0.9 / L~`` keeps ``rho_l L~ < 1`` (pitfall P9).
     Batched over leading dimensions: ``rho (..., L)``, ``reps (..., L+1, w, N)``.
     """
+    diffs = torch.linalg.norm(reps[..., 1:, :, :] - reps[..., :-1, :, :], dim=(-2, -1))
+    return adaptive_steps_from_norms(rho, torch.linalg.norm(reps[..., 1:, :, :], dim=(-2, -1)), diffs, damping,
+                                     eps, floor, ceiling)
+
+
+def adaptive_steps_from_norms(rho: Tensor, rep_norms: Tensor, step_norms: Tensor, damping: float = 1.0,
+                              eps: float = 1e-12, floor: float = 0.0, ceiling: Tensor | float | None = None) -> Tensor:
+    """:func:`adaptive_steps` from ``||A_l||`` and ``||A_l - A_{l-1}||`` (``(..., L)`` each, l = 1..L), for a
+    training loop that has the norms without the stacked representations."""
     if not 0 < damping <= 1:
         raise ValueError(f"damping={damping!r} is not allowed: must be in (0, 1]")
     L = rho.shape[-1]
-    diffs = torch.linalg.norm(reps[..., 1:, :, :] - reps[..., :-1, :, :], dim=(-2, -1))
-    c = rho * torch.linalg.norm(reps[..., 1:, :, :], dim=(-2, -1)) / (diffs + eps)
+    c = rho * rep_norms / (step_norms + eps)
     new = c / c.sum(-1, keepdim=True)
     mixed = ((1 - damping) * rho + damping * new).clamp_min(floor / L)
     mixed = mixed / mixed.sum(-1, keepdim=True)
