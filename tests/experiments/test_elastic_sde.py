@@ -99,6 +99,11 @@ def test_the_mean_path_is_the_path_of_the_mean_initial_value():
     many = es.simulate_le_ode(alpha, beta, blocks, y0).mean(axis=1)
     one = es.simulate_le_ode(alpha, beta, blocks, y0.mean(axis=0, keepdims=True))[:, 0]
     np.testing.assert_allclose(one, many, rtol=1e-10, atol=1e-12)
+    # geomnist's independent simulations (one mean initial value each) run as the rows of one Euler run
+    rows = es.simulate_le_ode(alpha, beta, blocks, y0[:5])
+    for d in range(5):
+        np.testing.assert_allclose(rows[:, d], es.simulate_le_ode(alpha, beta, blocks, y0[d:d + 1])[:, 0],
+                                   rtol=1e-12, atol=1e-14)
 
 
 def test_unexplained_movement_is_one_for_the_genuine_mean_and_zero_for_the_path_itself():

@@ -31,18 +31,26 @@ def test_stacked_path_equals_members():
     assert acts["conv2"].shape == (3, 4, 16, 5, 5) and acts["fc2"].shape == (3, 4, 84)
 
 
-@pytest.mark.parametrize("channels", [1, 3])
-def test_batch1_sgd_matches_torch_sgd_member_by_member(channels):
+@pytest.mark.parametrize("channels, blank", [(1, False), (3, False), (1, True)])
+def test_batch1_sgd_matches_torch_sgd_member_by_member(channels, blank):
+    """The written-out step against autograd + ``torch.optim.SGD`` on each member. ``blank``: images with a constant
+    zero half (like GeoMNIST's background), where a first-layer pooling window holds equal values (the bias): the
+    gradient must go to the first of them, as ``max_pool2d``'s."""
     gen = torch.Generator().manual_seed(2)
-    ens = lenet_ensemble(2, channels, 3, gen)
-    members = [ens.member(k) for k in range(2)]
-    x = torch.randn(6, channels, 32, 32, dtype=torch.float64)
+    ens = lenet_ensemble(3, channels, 3, gen)
+    with torch.no_grad():
+        ens.params["conv1.bias"].abs_()                # positive biases: the ties in blank regions are not ReLU'd off
+    members = [ens.member(k) for k in range(3)]
+    x = torch.randn(6, channels, 32, 32, dtype=torch.float64, generator=gen)
+    if blank:
+        x[:, :, :, 16:] = 0
     y = torch.tensor([0, 1, 2, 0, 1, 2])
-    log = train_batch1_sgd(ens, x, y, x, y, steps=5, lr=0.05, generator=torch.Generator().manual_seed(3),
-                           val_every=5)
+    steps = 12
+    log = train_batch1_sgd(ens, x, y, x, y, steps=steps, lr=0.05, generator=torch.Generator().manual_seed(3),
+                           val_every=steps)
     for k, net in enumerate(members):
         opt = torch.optim.SGD(net.parameters(), lr=0.05)
-        for t in range(5):
+        for t in range(steps):
             i = log.sample[k, t]
             z = net(x[i:i + 1])
             np.testing.assert_allclose(z[0].detach().numpy(), log.logits[k, t], rtol=1e-10, atol=1e-12)
@@ -50,11 +58,22 @@ def test_batch1_sgd_matches_torch_sgd_member_by_member(channels):
             opt.zero_grad()
             loss.backward()
             opt.step()
+        for name, value in net.named_parameters():
+            np.testing.assert_allclose(ens.params[name][k].detach().numpy(), value.detach().numpy(), rtol=1e-10, atol=1e-13)
         with torch.no_grad():
             out = net(x)
         np.testing.assert_allclose(log.val_loss[-1, k], cross_entropy(out, y).mean().item(), rtol=1e-10)
-    np.testing.assert_array_equal(log.val_steps, [0, 5])
+    np.testing.assert_array_equal(log.val_steps, [0, steps])
     np.testing.assert_array_equal(log.label, y.numpy()[log.sample])
+
+
+def test_first_layer_columns_pool_in_windows():
+    """The pooled-order columns: a max over each 4 adjacent columns is ``max_pool2d`` of the convolution."""
+    x = torch.randn(2, 3, 32, 32, dtype=torch.float64)
+    w = torch.randn(6, 3, 5, 5, dtype=torch.float64)
+    z = (w.view(6, -1) @ lenet._conv1_columns(x)).view(2, 6, 196, 4)
+    torch.testing.assert_close(z.amax(-1).view(2, 6, 14, 14), torch.nn.functional.max_pool2d(
+        torch.nn.functional.conv2d(x, w), 2), rtol=1e-12, atol=1e-12)
 
 
 def test_divergence_raises():

@@ -182,42 +182,64 @@ CONV1_COLUMNS_LIMIT = 1 << 25
 float32); a larger training set is unfolded one drawn batch at a time (the same values)."""
 
 
+def _conv1_columns(x: Tensor) -> Tensor:
+    """First-layer ``unfold`` columns of 32×32 images, (n, C·25, 784), the 28² output positions ordered (pooled row,
+    pooled column, row in the 2×2 window, column in it): each max-pooling window is 4 adjacent columns, so the
+    pooling is a max over a last axis of 4 (window scan order, as ``max_pool2d``: the first maximum wins)."""
+    cols = F.unfold(x, 5)
+    return cols.view(len(x), -1, 14, 2, 14, 2).permute(0, 1, 2, 4, 3, 5).reshape(cols.shape)
+
+
+def _fold_index(device: torch.device) -> Tensor:
+    """(2500,) position in the 14×14 input of the second convolution of each (kernel row, kernel column, output
+    row, output column): ``index_add_`` along it folds the columns' gradient (the adjoint of ``unfold``)."""
+    k, o = torch.arange(5, device=device), torch.arange(10, device=device)
+    rows = (k[:, None, None, None] + o[None, None, :, None]) * 14
+    return (rows + k[None, :, None, None] + o[None, None, None, :]).reshape(-1)
+
+
 @torch.no_grad()
-def _sgd_step(params: Mapping[str, Tensor], cols1: Tensor, labels: Tensor, lr: float) -> tuple[Tensor, Tensor]:
+def _sgd_step(params: Mapping[str, Tensor], cols1: Tensor, labels: Tensor, lr: float,
+              fold_index: Tensor) -> tuple[Tensor, Tensor]:
     """One plain SGD step of R LeNets, each on its own example, with the backward pass written out (no autograd):
-    ``cols1`` (R, C·25, 28²) are the examples' first-layer ``unfold`` columns, ``labels`` (R,). Updates ``params``
-    in place by −lr × the gradient of each trial's cross-entropy (the gradient outer products fused into the
-    update); returns the pre-update logits (R, K) and losses (R,). The same function as autograd through
-    :meth:`LeNet.forward_stacked` (tests/nn/test_lenet.py), about 1.5× faster on CPU: batch-1 steps are dominated
-    by autograd's bookkeeping and the separate gradient tensors."""
+    ``cols1`` (R, C·25, 784) are the examples' first-layer columns (:func:`_conv1_columns`), ``labels`` (R,).
+    Updates ``params`` in place by −lr × the gradient of each trial's cross-entropy (the gradient outer products
+    fused into the update); returns the pre-update logits (R, K) and losses (R,). The same function as autograd
+    through :meth:`LeNet.forward` (tests/nn/test_lenet.py: against ``torch.optim.SGD`` member by member). Layouts
+    chosen for CPU cost (docs/reproduction/004.md, sixth session): each ReLU after its pooling (max commutes with
+    it), the first pooling a max over adjacent columns, the second layer's columns one strided copy, its gradient
+    folded by ``index_add_``, the linear layers as row vector × matrix."""
     R = cols1.shape[0]
     w1, w2 = params["conv1.weight"].view(R, 6, -1), params["conv2.weight"].view(R, 16, -1)
-    z1 = torch.baddbmm(params["conv1.bias"].unsqueeze(-1), w1, cols1)             # (R, 6, 784)
-    a1 = z1.clamp_min(0).view(R, 6, 28, 28)
-    p1, i1 = F.max_pool2d_with_indices(a1, 2)                                      # (R, 6, 14, 14)
-    cols2 = F.unfold(p1, 5)                                                        # (R, 150, 100)
+    z1 = torch.baddbmm(params["conv1.bias"].unsqueeze(-1), w1, cols1)             # (R, 6, 784), pooled order
+    p1, i1 = z1.view(R, 6, 196, 4).max(-1)                                         # (R, 6, 196)
+    a1 = p1.clamp_min(0).view(R, 6, 14, 14)
+    cols2 = a1.as_strided((R, 6, 5, 5, 10, 10), (1176, 196, 14, 1, 14, 1)).reshape(R, 150, 100)
     z2 = torch.baddbmm(params["conv2.bias"].unsqueeze(-1), w2, cols2)             # (R, 16, 100)
-    p2, i2 = F.max_pool2d_with_indices(z2.clamp_min(0).view(R, 16, 10, 10), 2)
-    hidden = [p2.reshape(R, 400)]
+    p2, i2 = F.max_pool2d_with_indices(z2.view(R, 16, 10, 10), 2)                  # (R, 16, 5, 5)
+    hidden = [p2.clamp_min(0).view(R, 1, 400)]
     for name in ("fc1", "fc2", "output"):
-        z = torch.baddbmm(params[f"{name}.bias"].unsqueeze(-1), params[f"{name}.weight"], hidden[-1].unsqueeze(-1))
-        hidden.append(z.squeeze(-1) if name == "output" else z.squeeze(-1).clamp_min(0))
-    logits = hidden.pop()
+        z = torch.baddbmm(params[f"{name}.bias"].unsqueeze(1), hidden[-1], params[f"{name}.weight"].transpose(1, 2))
+        hidden.append(z if name == "output" else z.clamp_min(0))                   # (R, 1, out)
+    logits = hidden.pop().squeeze(1)
     logp = torch.log_softmax(logits, -1)
     loss = -logp.gather(-1, labels.unsqueeze(-1)).squeeze(-1)
     grad = logp.exp()
     grad[torch.arange(R, device=grad.device), labels] -= 1                         # d loss / d logits
+    grad = grad.unsqueeze(1)                                                       # (R, 1, K)
     for name, below in zip(("output", "fc2", "fc1"), reversed(hidden)):
         weight = params[f"{name}.weight"]
-        down = torch.bmm(grad.unsqueeze(1), weight).squeeze(1)                      # before the update
-        weight.baddbmm_(grad.unsqueeze(-1), below.unsqueeze(1), alpha=-lr)
-        params[f"{name}.bias"].sub_(grad, alpha=lr)
-        grad = down * (below > 0) if name != "fc1" else down
-    g2 = F.max_unpool2d(grad.view(R, 16, 5, 5), i2, 2, output_size=(10, 10)).view(R, 16, 100) * (z2 > 0)
-    g1 = F.fold(torch.bmm(w2.transpose(1, 2), g2), (14, 14), 5)                   # (R, 6, 14, 14)
-    g1 = F.max_unpool2d(g1, i1, 2, output_size=(28, 28)).view(R, 6, 784) * (z1 > 0)
+        down = torch.bmm(grad, weight)                                              # before the update
+        weight.addcmul_(grad.transpose(1, 2), below, value=-lr)
+        params[f"{name}.bias"].sub_(grad.squeeze(1), alpha=lr)
+        grad = down * (below > 0)                                                   # through the ReLU (and pool)
+    g2 = F.max_unpool2d(grad.view(R, 16, 5, 5), i2, 2, output_size=(10, 10)).view(R, 16, 100)
+    g_cols2 = torch.bmm(w2.transpose(1, 2), g2)                                    # (R, 150, 100), before the update
     w2.baddbmm_(g2, cols2.transpose(1, 2), alpha=-lr)
     params["conv2.bias"].sub_(g2.sum(-1), alpha=lr)
+    g_a1 = torch.zeros_like(p1).index_add_(2, fold_index, g_cols2.view(R, 6, 2500))
+    g1 = torch.zeros_like(z1).view(R, 6, 196, 4).scatter_(-1, i1.unsqueeze(-1), (g_a1 * (p1 > 0)).unsqueeze(-1))
+    g1 = g1.view(R, 6, 784)
     w1.baddbmm_(g1, cols1.transpose(1, 2), alpha=-lr)
     params["conv1.bias"].sub_(g1.sum(-1), alpha=lr)
     return logits, loss
@@ -246,7 +268,8 @@ def train_batch1_sgd(model: Ensemble, x_train: Tensor, y_train: Tensor, x_val: T
     R, n = model.k, len(x_train)
     params = model.params
     dtype, device = params["conv1.weight"].dtype, params["conv1.weight"].device
-    columns = F.unfold(x_train, 5) if len(x_train) * x_train[0].numel() * 25 <= CONV1_COLUMNS_LIMIT else None
+    columns = _conv1_columns(x_train) if len(x_train) * x_train[0].numel() * 25 <= CONV1_COLUMNS_LIMIT else None
+    fold_index = _fold_index(device)
     order = torch.randint(0, n, (R, steps), generator=generator).to(x_train.device)
     labels = y_train[order]                                           # (R, T)
     logits_log = torch.empty(R, steps, model.base.output.out_features, dtype=dtype, device=device)
@@ -272,8 +295,9 @@ def train_batch1_sgd(model: Ensemble, x_train: Tensor, y_train: Tensor, x_val: T
                                     "logits": logits_log[:, :t].clone(),
                                     "loss": loss_log[:, :t].clone(), "val_steps": list(val_steps),
                                     "val_loss": list(val_loss), "val_acc": list(val_acc)})
-        cols = columns[order[:, t]] if columns is not None else F.unfold(x_train[order[:, t]], 5)
-        logits, loss = _sgd_step(params, cols, labels[:, t], lr)     # one example per trial
+        drawn = order[:, t]
+        cols = columns.index_select(0, drawn) if columns is not None else _conv1_columns(x_train[drawn])
+        logits, loss = _sgd_step(params, cols, labels[:, t], lr, fold_index)     # one example per trial
         report(t, steps, loss)
         logits_log[:, t] = logits
         loss_log[:, t] = loss

@@ -62,8 +62,10 @@ SCALES = {
                        sg_window=15, sim_window=7, sim_runs=20),
     # the paper's n_tr = 500 and the authors' code's T = 10⁴ (the text: 10⁵): Fig. D.9's terminal RD is a statement
     # about the end of training, and at T = 4000 (n_tr = 80, the previous quick setting) it straddled its band;
-    # 8 trials per replicate instead of 100, float32; validation (not used by any claim) every 2500 iterations
-    "quick": GeoConfig(n_train=500, n_val=50, seeds=3, trials=8, steps=10_000, val_every=2500, dtype="float32",
+    # 16 trials per replicate instead of 100 (8 per cross-fitting half; 8 per replicate left h5_rd_terminal_L
+    # inconclusive, docs/reproduction/004.md sixth session), float32; validation (not used by any claim) every 2500
+    # iterations
+    "quick": GeoConfig(n_train=500, n_val=50, seeds=3, trials=16, steps=10_000, val_every=2500, dtype="float32",
                        sim_runs=300),
     "paper": GeoConfig(),
 }
@@ -79,24 +81,29 @@ direction is that of the sample mean of the draws, so one simulation's scores va
 (docs/reproduction/004.md, "the LE-ODE path depends on the simulation's random draws")."""
 
 
-def _simulate(est: Estimates, estimates_from: str, simulate_under: str, config: GeoConfig,
-              rng: np.random.Generator, target: np.ndarray) -> np.ndarray:
-    """Spec 004 §2.11: forward Euler of the LE-ODE from α̂, β̂ (window sim_window), N zero-mean initial values with
-    σ_k = ‖X̄^k(0)‖/√K, mean path rescaled on coordinate (0, j*) of ``target`` at convergence (j* = 1 for l-model
-    estimates, code default). ``target`` is the genuine path the simulation is compared with (Sec. 4.2: "we rescale
-    the simulated paths such that its first coordinate is approximately equal to the ground truth at
-    convergence"): one scalar, while α̂ and β̂ come from the other half of the trials. Returns (T, K, K)."""
+PATHS = (("logit", "logit"), ("iso", "logit"), ("logit", "iso"))
+"""The simulated paths: (estimates from, simulated under) the L-model ("logit") or the l-model ("iso")."""
+
+
+def _simulate(est: Estimates, estimates_from: str, simulate_under: str, config: GeoConfig, y0_means: np.ndarray,
+              target: np.ndarray) -> np.ndarray:
+    """Spec 004 §2.11: forward Euler of the LE-ODE from α̂, β̂ (window sim_window), mean path rescaled on coordinate
+    (0, j*) of ``target`` at convergence (j* = 1 for l-model estimates, code default). ``y0_means`` (D, K, K): the
+    means of D independent simulations' N zero-mean initial values (σ_k = ‖X̄^k(0)‖/√K): the LE-ODE and its
+    forward Euler are linear, so a simulation's mean path is the path of its mean initial value (equal up to
+    rounding; tests/experiments/test_elastic_sde.py), and the D simulations are one Euler run of D rows.
+    ``target`` is the genuine path the simulation is compared with (Sec. 4.2: "we rescale the simulated paths such
+    that its first coordinate is approximately equal to the ground truth at convergence"): one scalar, while α̂ and
+    β̂ come from the other half of the trials. Returns (D, T, K, K)."""
     A, B = est.A[estimates_from], est.B[estimates_from]
     alpha = ee.strengths_from_integrated(A, config.sim_window)
     beta = ee.strengths_from_integrated(B, config.sim_window)
     K = est.xbar.shape[1]
     blocks = es.logit_blocks(K) if simulate_under == "logit" else es.isotropic_blocks(K, K)
-    y0 = ee.simulation_initial_values(est.xbar[0], config.sim_runs, rng)
-    # the LE-ODE and its forward Euler are linear, so the mean over the N runs is the path of the mean initial
-    # value: one run instead of N (equal up to rounding; tests/experiments/test_elastic_sde.py)
-    mean = es.simulate_le_ode(alpha, beta, blocks, y0.mean(axis=0, keepdims=True))[:, 0]     # (T, K, K)
+    means = es.simulate_le_ode(alpha, beta, blocks, y0_means)                      # (T, D, K, K)
     j_star = 1 if estimates_from == "iso" else 0
-    return ee.rescale_to_genuine(target, mean, 0, j_star, max(len(mean) // 10, 1))
+    tail = max(len(means) // 10, 1)
+    return np.stack([ee.rescale_to_genuine(target, means[:, d], 0, j_star, tail) for d in range(len(y0_means))])
 
 
 def _argmax_agreement(genuine: np.ndarray, path: np.ndarray, window: slice) -> float:
@@ -160,10 +167,13 @@ def _fold_scores(res: RunResult, fit_half: slice, score_half: slice, config: Geo
     tail = max(T // 10, 1)
     null = np.broadcast_to(fit.xbar[-tail:].mean(axis=0), fit.xbar.shape)
     stage, terminal = slice(start, T), slice(T - tail, T)
+    # the initial values in the order one simulation at a time would draw them (draw by draw, path by path)
+    y0 = [{key: ee.simulation_initial_values(fit.xbar[0], config.sim_runs, rng).mean(axis=0) for key in PATHS}
+          for _ in range(SIM_DRAWS)]
+    simulated = {key: _simulate(fit, *key, config, np.stack([d[key] for d in y0]), held) for key in PATHS}
     draws = []
-    for _ in range(SIM_DRAWS):
-        paths = {(f, u): _simulate(fit, f, u, config, rng, held) for f, u in
-                 (("logit", "logit"), ("iso", "logit"), ("logit", "iso"))} | {"null": null}
+    for d in range(SIM_DRAWS):
+        paths = {key: simulated[key][d] for key in PATHS} | {"null": null}
         draws.append({"paths": paths,
                       "unexplained": {key: _unexplained(held, path, stage) for key, path in paths.items()},
                       "rd": {key: _mean_rd(held, path, stage) for key, path in paths.items()},
@@ -296,7 +306,7 @@ class GeoMNISTDynamics(Experiment):
         seeds = [_seed_measurements(res, config, rng) for res in replicates]
         iso = [s["checks"]["iso"] for s in seeds]
         logit = [s["checks"]["logit"] for s in seeds]
-        LL, lL, Li = ("logit", "logit"), ("iso", "logit"), ("logit", "iso")
+        LL, lL, Li = PATHS
 
         def per_seed(fn) -> list[float]:
             return [float(fn(s)) for s in seeds]
