@@ -80,8 +80,8 @@ def test_digits_at_paper_scale_without_mnist_is_skipped_not_run_on_the_stand_in(
     assert exp.prepare(dataclasses.replace(paper, stand_in=True)) is None  # the user opted into the stand-in
     assert exp.prepare(exp.scales["quick"]) is None
     assert (paper.lr, paper.trajectory_lr) == (0.005, 0.003)  # Table 2: structure and trajectory runs
-    assert [r.label for r in exp.runs(paper)] == ["train", "trajectory"]
-    assert [r.label for r in exp.runs(exp.scales["quick"])] == ["train"]
+    assert [r.label for r in exp.runs(paper)] == ["train", "trajectory", "adam"]  # Adam: Fig. 18
+    assert [r.label for r in exp.runs(exp.scales["quick"])] == ["train", "adam"]
 
 
 def test_digits_reads_mnist_from_the_folder_the_user_names(tmp_path):
@@ -106,7 +106,10 @@ def test_digits_reads_mnist_from_the_folder_the_user_names(tmp_path):
     with pytest.raises(ConfigError, match="data_dir="):
         exp.prepare(dataclasses.replace(config, data_dir=str(tmp_path / "missing")))
     results = {run.label: exp.execute(config, run, 0, "cpu") for run in exp.runs(config)}
-    assert set(results) == {"train", "trajectory"} and "hidden" not in results["trajectory"]
+    assert set(results) == {"train", "trajectory", "adam"} and "hidden" not in results["trajectory"]
+    # Fig. 18: the same initial networks, trained with Adam instead of SGD
+    np.testing.assert_array_equal(results["adam"]["hidden0"], results["train"]["hidden0"])
+    assert not np.allclose(results["adam"]["hidden"], results["train"]["hidden"])
     np.testing.assert_array_equal(results["train"]["u"][0], results["trajectory"]["u"][0])  # same initial networks
     assert not np.array_equal(results["train"]["u"][-1], results["trajectory"]["u"][-1])  # different learning rates
     assert results["train"]["hidden"].shape == (2, 100, 8)

@@ -58,3 +58,27 @@ def test_leaky_relu_ensemble_has_no_second_order_term():
 def test_mismatched_shapes_rejected():
     with pytest.raises(ValueError, match="same shape"):
         taylor_terms(lambda x: x, torch.zeros(2, 3), torch.zeros(3, 3))
+
+
+def test_joint_outputs_in_chunks_equal_separate_whole_passes():
+    """h and y from one function, 7 pairs at a time: the same norms as each map alone over all pairs in one pass,
+    and no pass sees more than the chunk (what bounds the memory of the nested JVPs)."""
+    model = Ensemble(lambda generator: MLP(5, 8, 3, 4, dtype=torch.float64, generator=generator), seeds=[0, 1, 2])
+    g = torch.Generator().manual_seed(4)
+    x1, x2 = torch.randn(2, 30, 5, generator=g, dtype=torch.float64)
+    rows = []
+
+    def h_and_y(z):
+        rows.append(z.shape[0])
+        found = model.activations(z, ["layer1", "output"])
+        return found["layer1"], found["output"]
+
+    joint = taylor_terms(h_and_y, x1, x2, chunk=7)
+    separate = (taylor_terms(lambda z: model.activations(z, ["layer1"])["layer1"], x1, x2), taylor_terms(model, x1, x2))
+    assert max(rows) == 7
+    for got, want in zip(joint, separate, strict=True):
+        assert got.first.shape == (3, 30)
+        for name in ("first", "second", "remainder"):
+            torch.testing.assert_close(getattr(got, name), getattr(want, name), rtol=1e-12, atol=1e-15)
+    with pytest.raises(ValueError, match="chunk"):
+        taylor_terms(model, x1, x2, chunk=0)

@@ -15,7 +15,10 @@ from torch import Tensor, nn
 
 from repdyn.nn.ensemble import Ensemble
 from repdyn.nn.recording import Recorder
-from repdyn.probes.activations import activations, check_layers
+from repdyn.probes.activations import activations, check_layers, layer_names
+
+OUTPUT = "output"
+"""The layer name of the network output (:class:`repdyn.nn.mlp.MLP`, :class:`repdyn.nn.cnn.ConvChain`)."""
 
 
 @dataclass(frozen=True)
@@ -76,13 +79,17 @@ def measure_two_point(model: nn.Module, x: Tensor, y: Tensor, layers: Sequence[s
     per-member (K, 2, d)) with targets ``y``. Works for any module whose layers are named submodules and for an
     :class:`repdyn.nn.ensemble.Ensemble` (leading K axis on every result). Eval mode; the mode is restored."""
     layers = check_layers(model, layers)
-    was_training = model.training
-    model.eval()
-    try:
-        found = activations(model, x, layers)
-        outputs = model(x)
-    finally:
-        model.train(was_training)
+    if OUTPUT in layer_names(model):  # the output from the same (eval-mode) forward pass as the hidden layers
+        found = activations(model, x, layers if OUTPUT in layers else [*layers, OUTPUT])
+        outputs = found[OUTPUT]
+    else:
+        was_training = model.training
+        model.eval()
+        try:
+            found = activations(model, x, layers)
+            outputs = model(x)
+        finally:
+            model.train(was_training)
     return pair_statistics([_flatten_features(found[name], model) for name in layers], outputs, y)
 
 

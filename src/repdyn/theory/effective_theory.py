@@ -58,15 +58,26 @@ def _log_coordinates_field(X: float, Y: float, rate_h: float, rate_y: float,
                            variant: str) -> Callable[[float, np.ndarray], list[float]]:
     """The same field in (log u, r = v/u, w) (spec 000 §2.13): u spans decades and the 1/u terms are stiff."""
 
+    square, drop, plus = variant == "square", variant == "drop_term", variant == "minus_sign"
+    xh = X * rate_h
+    dv_factor = -(2.0 if variant == "factor_two" else 1.0)
+    exp = math.exp
+
     def rhs(_t: float, z: np.ndarray) -> list[float]:
-        u = np.exp(z[0])
-        r, w = z[1], z[2]
+        # Python floats (LSODA calls this ~10⁵ times per fit); NumPy's inf/NaN where they would raise, so that
+        # a blow-up is reported by integrate_dynamics, not raised here
+        try:
+            return field(*z.tolist())
+        except (ZeroDivisionError, OverflowError):
+            return [float(value) for value in field(*(np.float64(value) for value in z))]
+
+    def field(log_u: float, r: float, w: float) -> list[float]:
+        u = exp(log_u) if type(log_u) is float else np.exp(log_u)
         v = r * u
-        du = -X * rate_h * (w * w if variant == "square" else w)
-        dv = -(2.0 if variant == "factor_two" else 1.0) * w * (
-            u * rate_y + (0.0 if variant == "drop_term" else X * rate_h * r))
-        second = 0.5 * X * rate_h * (r + w / u) * w
-        dw = -0.5 * u * rate_y * (3 * w - v + Y) + (second if variant == "minus_sign" else -second)
+        du = -xh * (w * w if square else w)
+        dv = dv_factor * w * (u * rate_y + (0.0 if drop else xh * r))
+        second = 0.5 * xh * (r + w / u) * w
+        dw = -0.5 * u * rate_y * (3 * w - v + Y) + (second if plus else -second)
         return [du / u, (dv - r * du) / u, dw]
 
     return rhs
