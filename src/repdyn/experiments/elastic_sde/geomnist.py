@@ -62,10 +62,10 @@ SCALES = {
                        sg_window=15, sim_window=7, sim_runs=20),
     # the paper's n_tr = 500 and the authors' code's T = 10⁴ (the text: 10⁵): Fig. D.9's terminal RD is a statement
     # about the end of training, and at T = 4000 (n_tr = 80, the previous quick setting) it straddled its band;
-    # 16 trials per replicate instead of 100 (8 per cross-fitting half; 8 per replicate left h5_rd_terminal_L
-    # inconclusive, docs/reproduction/004.md sixth session), float32; validation (not used by any claim) every 2500
-    # iterations
-    "quick": GeoConfig(n_train=500, n_val=50, seeds=3, trials=16, steps=10_000, val_every=2500, dtype="float32",
+    # 8 trials per replicate instead of 100 (4 per cross-fitting half), the most the topic's 240 CPU-s allow: 16
+    # decide h5_rd_terminal_L but cost 382 CPU-s for the topic (docs/reproduction/004.md, sixth session), float32;
+    # validation (not used by any claim) every 2500 iterations
+    "quick": GeoConfig(n_train=500, n_val=50, seeds=3, trials=8, steps=10_000, val_every=2500, dtype="float32",
                        sim_runs=300),
     "paper": GeoConfig(),
 }
