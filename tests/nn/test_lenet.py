@@ -59,7 +59,8 @@ def test_batch1_sgd_matches_torch_sgd_member_by_member(channels, blank):
             loss.backward()
             opt.step()
         for name, value in net.named_parameters():
-            np.testing.assert_allclose(ens.params[name][k].detach().numpy(), value.detach().numpy(), rtol=1e-10, atol=1e-13)
+            np.testing.assert_allclose(ens.params[name][k].detach().numpy(), value.detach().numpy(),
+                                       rtol=1e-10, atol=1e-13)
         with torch.no_grad():
             out = net(x)
         np.testing.assert_allclose(log.val_loss[-1, k], cross_entropy(out, y).mean().item(), rtol=1e-10)
