@@ -102,23 +102,21 @@ def _fit_cnn_adam(model: MnasCNN, x: torch.Tensor, y: torch.Tensor, alpha: float
     with torch.no_grad():
         f0 = model(x)
     model.to(memory_format=torch.channels_last)  # the same numbers to rounding; 2× faster CPU convolutions
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
-    steps, fitted = max_steps, False
-    for step in range(max_steps):
-        margins = y * alpha * (model(x) - f0)
-        if bool((margins >= 1).all()):
-            steps, fitted = step, True
-            break
-        loss = torch.relu(1 - margins).mean() / alpha
-        check_finite(loss.detach(), step)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    else:
+    try:
+        opt = torch.optim.Adam(model.parameters(), lr=lr)
+        for step in range(max_steps):
+            margins = y * alpha * (model(x) - f0)
+            if bool((margins >= 1).all()):
+                return step, True
+            loss = torch.relu(1 - margins).mean() / alpha
+            check_finite(loss.detach(), step)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
         with torch.no_grad():
-            fitted = bool((y * alpha * (model(x) - f0) >= 1).all())
-    model.to(memory_format=torch.contiguous_format)
-    return steps, fitted
+            return max_steps, bool((y * alpha * (model(x) - f0) >= 1).all())
+    finally:
+        model.to(memory_format=torch.contiguous_format)
 
 
 def _fit_cnn_momentum(model: MnasCNN, x: torch.Tensor, y: torch.Tensor, alpha: float, tau: float,
