@@ -172,8 +172,8 @@ def objective_gradient(model: LeakyResNet, a0: Tensor, target: Tensor, lam: floa
         a = new
     residual = target - model.u_out @ a
     cost = (residual**2).sum((-1, -2)) / n
+    objective = cost + model.regulariser(lam)
     decay = lam / lt
-    objective = cost + 0.5 * decay * (rho * torch.linalg.vector_norm(weights, dim=(-2, -1)) ** 2).sum(-1)
     g = model.u_out.transpose(-1, -2) @ residual * (-2.0 / n)
     grad = torch.empty_like(weights)
     for layer in reversed(range(depth)):
