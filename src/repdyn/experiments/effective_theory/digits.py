@@ -183,6 +183,11 @@ def structure_margins(res: Mapping[str, np.ndarray], inputs: np.ndarray, labels:
     return per, margin, measured, weighted, r_mean
 
 
+def medians_text(per: Mapping[str, np.ndarray]) -> str:
+    """The median over seeds of each Pearson r of :func:`structure_margins` (all pairs / off the blocks), as text."""
+    return ", ".join(f"{name} {np.median(v[:, 0]):.3f}/{np.median(v[:, 1]):.3f}" for name, v in per.items())
+
+
 def structure_figure(title: str, measured: np.ndarray, inputs: np.ndarray, weighted: np.ndarray) -> Figure:
     """Figs. 9 and 18: the seed-averaged network distances, the input distances and the weighted Eq. 10."""
     fig = Figure(figsize=(9.0, 3.2))
@@ -419,7 +424,7 @@ class DigitsStructure(Experiment):
         xs, ls = x[points], labels[points]
         inputs = pairwise(xs)
         per, margin, measured, weighted, r_mean = structure_margins(res, inputs, ls, tau_ratio)
-        summary = ", ".join(f"{name} {np.median(v[:, 0]):.3f}/{np.median(v[:, 1]):.3f}" for name, v in per.items())
+        summary = medians_text(per)
         analysis.measured["pearson_all"] = Measured(margin[:, 0], "median r (all/off blocks): " + summary)
         analysis.measured["pearson_off_blocks"] = Measured(margin[:, 1], "median r (all/off blocks): " + summary)
         adam_note = ""
@@ -429,8 +434,7 @@ class DigitsStructure(Experiment):
             loss = np.asarray(adam["loss"])[-1]
             adam_note = (f" Fig. 18 (Adam, lr {config.adam_lr:g}, {len(margin_adam)} seeds, final loss "
                          f"{np.min(loss):.3g}-{np.max(loss):.3g}): median r (all/off blocks) "
-                         + ", ".join(f"{name} {np.median(v[:, 0]):.3f}/{np.median(v[:, 1]):.3f}"
-                                     for name, v in per_adam.items())
+                         + medians_text(per_adam)
                          + f"; of the seed-averaged distances {r_adam[0]:.3f}/{r_adam[1]:.3f}.")
             analysis.measured["adam_pearson_all"] = Measured(margin_adam[:, 0], adam_note.strip())
             analysis.measured["adam_pearson_off_blocks"] = Measured(margin_adam[:, 1], adam_note.strip())
