@@ -46,11 +46,13 @@ def run(only: str | None = None) -> str:
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="repdyn-bench-") as folder:
         out = Path(folder) / "out"
+        began = time.time()
         start = time.perf_counter()
         done = subprocess.run([sys.executable, "-m", "repdyn", "reproduce", "--scale", "quick", *subset,
                                "--jobs", str(JOBS), "--out", str(out), "--json", "--quiet"], capture_output=True,
                               text=True)
         total = time.perf_counter() - start
+        ended = time.time()
         peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
         if done.returncode not in (0, 1) or not done.stdout.strip():  # exit 1 without JSON: a run crashed
             raise RuntimeError(f"repdyn reproduce exited with {done.returncode}:\n{done.stderr[-3000:]}")
@@ -67,6 +69,9 @@ def run(only: str | None = None) -> str:
     for claim in summary["claims"]:
         documented = claim["verdict"] == "not reproduced" == claim["recorded"]
         per_experiment[claim["experiment"]]["verdicts"][claim["verdict"] + " (documented)" * documented] += 1
+    first = min(meta["started_at"] for meta in metas)
+    last = max(meta["finished_at"] for meta in metas)
+    run_cpu = sum(meta["cpu_seconds"] for meta in metas)
     verdict = "within the 15-minute target" if total <= TARGET_S else "OVER the 15-minute target"
     verdict += " and the 10-minute aim" if total <= AIM_S else ""
     counts = ", ".join(f"{n} {v}" for v, n in summary["verdicts"].items() if n)
@@ -77,6 +82,11 @@ def run(only: str | None = None) -> str:
         f"{os.cpu_count()} CPUs, load average {load:.1f} at the start. Peak memory (max RSS of one process) "
         f"{peak_mib:.0f} MiB. Verdicts of the {summary['total']} claims: {counts}; "
         f"{len(summary['differ'])} differ from the recorded verdict.",
+        "",
+        f"Where the wall time goes: {first - began:.0f} s before the first run starts (planning, data preparation, "
+        f"worker start-up), {last - first:.0f} s from the first run's start to the last run's end (the runs' CPU "
+        f"time, {run_cpu:.0f} s, fills {run_cpu / (JOBS * (last - first)):.0%} of the {JOBS} workers' time "
+        f"there), {ended - last:.0f} s after it (analysis, figures and the report).",
         "",
         "| paper (topic) | CPU time of its runs (s) | budget (s) | verdicts |",
         "|---|---:|---:|---|",

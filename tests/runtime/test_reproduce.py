@@ -328,3 +328,21 @@ def test_a_run_killed_mid_training_resumes_from_its_checkpoint_bit_identical(tmp
     for name in expected.files:
         if name != "__meta__":
             assert done[name].tobytes() == expected[name].tobytes(), name
+
+
+def test_stored_runs_record_when_they_ran(tmp_path):
+    """started_at/finished_at (epoch seconds) bracket each run: the benchmark's timeline of a sweep."""
+    from repdyn.runtime.reproduce import execute, plan
+
+    before = time.time()
+    execute(plan(["fixture.least_squares"], scale="smoke", out=tmp_path, overrides={"delay": "0.3"}))
+    after = time.time()
+    metas = [json.loads(str(np.load(path)["__meta__"]))
+             for path in (tmp_path / "runs" / "fixture.least_squares").glob("[!.]*.npz")]
+    assert len(metas) == 2
+    for meta in metas:
+        assert before <= meta["started_at"] < meta["finished_at"] <= after
+        assert meta["finished_at"] - meta["started_at"] == pytest.approx(meta["seconds"], abs=0.05)
+        assert meta["seconds"] >= 0.3
+    first, second = sorted(metas, key=lambda m: m["started_at"])
+    assert second["started_at"] >= first["finished_at"]  # one process: one run after the other

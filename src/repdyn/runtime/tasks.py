@@ -69,7 +69,8 @@ def _compute(task: Task, store: ResultStore) -> str:
     config = run_view(from_dict(experiment.Config, task.config))
     start, cpu_start = time.perf_counter(), time.process_time()
     meta: dict[str, Any] = {"experiment": task.experiment, "label": task.label, "params": task.params,
-                            "seed": task.seed, "device": task.device, "config": task.config, "pid": os.getpid()}
+                            "seed": task.seed, "device": task.device, "config": task.config, "pid": os.getpid(),
+                            "started_at": time.time()}
     checkpoints = (Checkpointer(store.path(task.experiment, task.key).with_suffix(".ckpt"), task.checkpoint_every)
                    if task.checkpoint_every > 0 else None)
     with watching(f"{task.experiment} {task.label}", task.progress_every) as end, checkpointing(checkpoints):
@@ -85,6 +86,7 @@ def _compute(task: Task, store: ResultStore) -> str:
         end(meta["status"])
     meta["seconds"] = time.perf_counter() - start
     meta["cpu_seconds"] = time.process_time() - cpu_start
+    meta["finished_at"] = time.time()  # epoch seconds, with started_at: a sweep's timeline (bench_reproduce)
     try:
         store.write(task.experiment, task.key, result, meta)
     except WriteError as err:  # a full disk: nothing partial is left, the message names the folder
