@@ -177,17 +177,23 @@ def _check_finite(loss_log: Tensor, start: int, stop: int) -> None:
         raise Diverged(start + int(torch.nonzero(bad)[0, 0]))
 
 
-CONV1_COLUMNS_LIMIT = 1 << 25
-"""Most elements of the training set's first-layer ``unfold`` columns that :func:`train_batch1_sgd` keeps (128 MB in
-float32); a larger training set is unfolded one drawn batch at a time (the same values)."""
+def _conv1_index(channels: int, device: torch.device) -> Tensor:
+    """(C·25·784,) position in a flattened C×32×32 image of each entry of its first-layer ``unfold`` columns, the 28²
+    output positions ordered (pooled row, pooled column, row in the 2×2 window, column in it): each max-pooling
+    window is 4 adjacent columns, so the pooling is a max over a last axis of 4 (window scan order, as
+    ``max_pool2d``: the first maximum wins). The index is ``unfold`` applied to the pixel positions themselves."""
+    where = torch.arange(channels * 1024, dtype=torch.float64).view(1, channels, 32, 32)
+    cols = F.unfold(where, 5).view(1, -1, 14, 2, 14, 2).permute(0, 1, 2, 4, 3, 5)
+    return cols.reshape(-1).to(device=device, dtype=torch.long)
 
 
-def _conv1_columns(x: Tensor) -> Tensor:
-    """First-layer ``unfold`` columns of 32×32 images, (n, C·25, 784), the 28² output positions ordered (pooled row,
-    pooled column, row in the 2×2 window, column in it): each max-pooling window is 4 adjacent columns, so the
-    pooling is a max over a last axis of 4 (window scan order, as ``max_pool2d``: the first maximum wins)."""
-    cols = F.unfold(x, 5)
-    return cols.view(len(x), -1, 14, 2, 14, 2).permute(0, 1, 2, 4, 3, 5).reshape(cols.shape)
+def _conv1_columns(x: Tensor, index: Tensor | None = None) -> Tensor:
+    """First-layer columns (n, C·25, 784) of 32×32 images in pooled order (:func:`_conv1_index`), gathered from the
+    flattened images (one ``index_select``: 15× cheaper than ``unfold`` and a permuted copy, and no table of the
+    whole training set to read from, docs/reproduction/004.md, seventh session)."""
+    if index is None:
+        index = _conv1_index(x.shape[1], x.device)
+    return x.reshape(len(x), -1).index_select(1, index).view(len(x), -1, 784)
 
 
 def _fold_index(device: torch.device) -> Tensor:
@@ -268,7 +274,7 @@ def train_batch1_sgd(model: Ensemble, x_train: Tensor, y_train: Tensor, x_val: T
     R, n = model.k, len(x_train)
     params = model.params
     dtype, device = params["conv1.weight"].dtype, params["conv1.weight"].device
-    columns = _conv1_columns(x_train) if len(x_train) * x_train[0].numel() * 25 <= CONV1_COLUMNS_LIMIT else None
+    flat, conv1_index = x_train.reshape(n, -1), _conv1_index(x_train.shape[1], device)
     fold_index = _fold_index(device)
     order = torch.randint(0, n, (R, steps), generator=generator).to(x_train.device)
     labels = y_train[order]                                           # (R, T)
@@ -295,8 +301,7 @@ def train_batch1_sgd(model: Ensemble, x_train: Tensor, y_train: Tensor, x_val: T
                                     "logits": logits_log[:, :t].clone(),
                                     "loss": loss_log[:, :t].clone(), "val_steps": list(val_steps),
                                     "val_loss": list(val_loss), "val_acc": list(val_acc)})
-        drawn = order[:, t]
-        cols = columns.index_select(0, drawn) if columns is not None else _conv1_columns(x_train[drawn])
+        cols = _conv1_columns(flat.index_select(0, order[:, t]), conv1_index)
         logits, loss = _sgd_step(params, cols, labels[:, t], lr, fold_index)     # one example per trial
         report(t, steps, loss)
         logits_log[:, t] = logits
