@@ -247,8 +247,9 @@ class GeoMNISTDynamics(Experiment):
                   band_reason="our choice: 'discovered' read as the trend shared by independent trials making up most "
                   "of α̂'s variation, so not discovered at ω = 11 and discovered at ω = 301 is a gain of at least "
                   "0.5 in correlation; a trend-free path gives 0 ± 0.10–0.14 (standard deviation over 300 pairs of "
-                  "independent white-noise or random-walk Â, T = 10⁴; none reached 0.5). Replaces, after a run, a ratio of peak contrasts whose trend-free value sat at its "
-                  "boundary 1 (docs/reproduction/004.md, seventh session)",
+                  "independent white-noise or random-walk Â, T = 10⁴; none reached 0.5). Replaces, after a run, "
+                  "a ratio of peak contrasts whose trend-free value sat at its boundary 1 (docs/reproduction/004.md, "
+                  "seventh session)",
                   control=UNTRAINED, figure="figD1_windows"),
         ClaimSpec("h5_dynamics_explained", "share of the held-out genuine path's movement over the amplification "
                   "stage that the L-model LE-ODE (L-model estimates of the other half of the trials) leaves "
