@@ -139,3 +139,19 @@ def test_peak_contrast_finds_a_peak_that_stands_out_of_its_noise():
     peak, contrast = peak_contrast(bump, 51)
     assert 550 < peak < 650 and contrast > 50
     assert peak_contrast(np.random.default_rng(1).standard_normal(2000), 51)[1] < 5
+
+
+def test_halves_agreement_sees_a_shared_trend_only_at_a_large_window():
+    """Fig. D.1's measure: two halves that share a sigmoidal Â (α̂ a bump) under independent noise agree at ω = 301
+    and not at ω = 11; two halves of independent noise agree at neither (the untrained control's case)."""
+    from repdyn.experiments.elastic_sde.geomnist import _halves_agreement
+    rng = np.random.default_rng(0)
+    t = np.arange(10_000.0)
+    trend = 5 / (1 + np.exp(-(t - 3000) / 500))
+    shared = [trend + 0.05 * rng.standard_normal(len(t)) for _ in range(2)]
+    assert _halves_agreement(*shared, 301) > 0.95 and abs(_halves_agreement(*shared, 11)) < 0.1
+    gains = [_halves_agreement(*noise, 301) - _halves_agreement(*noise, 11)
+             for noise in ([np.cumsum(rng.standard_normal(len(t))) for _ in range(2)] for _ in range(20))]
+    assert abs(np.mean(gains)) < 0.1 and max(gains) < 0.5  # the claim's band: ≥ 0.5
+    # the same trend at half the length of the cut (a short run): the cut shrinks to a quarter of the run
+    assert _halves_agreement(*(x[::40] for x in shared), 51) > 0.9

@@ -69,12 +69,14 @@ def test_batch1_sgd_matches_torch_sgd_member_by_member(channels, blank):
 
 
 def test_first_layer_columns_pool_in_windows():
-    """The pooled-order columns: a max over each 4 adjacent columns is ``max_pool2d`` of the convolution."""
+    """The pooled-order columns gathered from the images: the convolution in (pooled row, pooled column, window row,
+    window column) order, so a max over each 4 adjacent columns is ``max_pool2d`` of the convolution."""
     x = torch.randn(2, 3, 32, 32, dtype=torch.float64)
     w = torch.randn(6, 3, 5, 5, dtype=torch.float64)
-    z = (w.view(6, -1) @ lenet._conv1_columns(x)).view(2, 6, 196, 4)
-    torch.testing.assert_close(z.amax(-1).view(2, 6, 14, 14), torch.nn.functional.max_pool2d(
-        torch.nn.functional.conv2d(x, w), 2), rtol=1e-12, atol=1e-12)
+    conv = torch.nn.functional.conv2d(x, w)
+    z = (w.view(6, -1) @ lenet._conv1_columns(x)).view(2, 6, 14, 14, 2, 2)
+    torch.testing.assert_close(z.permute(0, 1, 2, 4, 3, 5).reshape(2, 6, 28, 28), conv, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(z.amax((-2, -1)), torch.nn.functional.max_pool2d(conv, 2), rtol=1e-12, atol=1e-12)
 
 
 def test_divergence_raises():
@@ -148,12 +150,3 @@ def test_an_interrupted_sgd_run_resumes_from_its_checkpoint_bit_identical(tmp_pa
     with checkpointing(Checkpointer(path, every=0.0)), reporting(lambda *a: steps_seen.append(-1)):
         finished = _small_run("cpu")  # the loop's result was saved when it ended: nothing is recomputed
     assert -1 not in steps_seen and finished.logits.tobytes() == reference.logits.tobytes()
-
-
-def test_first_layer_columns_unfolded_per_step_give_the_same_log(monkeypatch):
-    """A training set too large to keep its first-layer columns is unfolded one drawn batch at a time: same log."""
-    kept = _small_run("cpu")
-    monkeypatch.setattr(lenet, "CONV1_COLUMNS_LIMIT", 0)
-    per_step = _small_run("cpu")
-    np.testing.assert_array_equal(kept.logits, per_step.logits)
-    np.testing.assert_array_equal(kept.val_loss, per_step.val_loss)

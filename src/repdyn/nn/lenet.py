@@ -177,44 +177,53 @@ def _check_finite(loss_log: Tensor, start: int, stop: int) -> None:
         raise Diverged(start + int(torch.nonzero(bad)[0, 0]))
 
 
-CONV1_COLUMNS_LIMIT = 1 << 25
-"""Most elements of the training set's first-layer ``unfold`` columns that :func:`train_batch1_sgd` keeps (128 MB in
-float32); a larger training set is unfolded one drawn batch at a time (the same values)."""
+def _conv1_index(channels: int, device: torch.device) -> Tensor:
+    """(C·25·784,) position in a flattened C×32×32 image of each entry of its first-layer ``unfold`` columns, the 28²
+    output positions ordered (pooled row, pooled column, row in the 2×2 window, column in it): each max-pooling
+    window is 4 adjacent columns, so the pooling is a max over a last axis of 4 (window scan order, as
+    ``max_pool2d``: the first maximum wins). The index is ``unfold`` applied to the pixel positions themselves."""
+    where = torch.arange(channels * 1024, dtype=torch.float64).view(1, channels, 32, 32)
+    cols = F.unfold(where, 5).view(1, -1, 14, 2, 14, 2).permute(0, 1, 2, 4, 3, 5)
+    return cols.reshape(-1).to(device=device, dtype=torch.long)
 
 
-def _conv1_columns(x: Tensor) -> Tensor:
-    """First-layer ``unfold`` columns of 32×32 images, (n, C·25, 784), the 28² output positions ordered (pooled row,
-    pooled column, row in the 2×2 window, column in it): each max-pooling window is 4 adjacent columns, so the
-    pooling is a max over a last axis of 4 (window scan order, as ``max_pool2d``: the first maximum wins)."""
-    cols = F.unfold(x, 5)
-    return cols.view(len(x), -1, 14, 2, 14, 2).permute(0, 1, 2, 4, 3, 5).reshape(cols.shape)
+def _conv1_columns(x: Tensor, index: Tensor | None = None) -> Tensor:
+    """First-layer columns (n, C·25, 784) of 32×32 images in pooled order (:func:`_conv1_index`), gathered from the
+    flattened images (one ``index_select``: 15× cheaper than ``unfold`` and a permuted copy, and no table of the
+    whole training set to read from, docs/reproduction/004.md, seventh session)."""
+    if index is None:
+        index = _conv1_index(x.shape[1], x.device)
+    return x.reshape(len(x), -1).index_select(1, index).view(len(x), -1, 784)
 
 
-def _fold_index(device: torch.device) -> Tensor:
-    """(2500,) position in the 14×14 input of the second convolution of each (kernel row, kernel column, output
-    row, output column): ``index_add_`` along it folds the columns' gradient (the adjoint of ``unfold``)."""
+def _conv2_index(device: torch.device) -> Tensor:
+    """(6·25·100,) position in the flattened 6×14×14 input of the second convolution of each entry of its ``unfold``
+    columns (channel, kernel row, kernel column, output row, output column): ``index_select`` along it builds the
+    columns, ``index_add_`` along it folds their gradient (the adjoint of ``unfold``)."""
     k, o = torch.arange(5, device=device), torch.arange(10, device=device)
     rows = (k[:, None, None, None] + o[None, None, :, None]) * 14
-    return (rows + k[None, :, None, None] + o[None, None, None, :]).reshape(-1)
+    within = (rows + k[None, :, None, None] + o[None, None, None, :]).reshape(-1)
+    return (torch.arange(6, device=device)[:, None] * 196 + within).reshape(-1)
 
 
 @torch.no_grad()
 def _sgd_step(params: Mapping[str, Tensor], cols1: Tensor, labels: Tensor, lr: float,
-              fold_index: Tensor) -> tuple[Tensor, Tensor]:
+              conv2_index: Tensor) -> tuple[Tensor, Tensor]:
     """One plain SGD step of R LeNets, each on its own example, with the backward pass written out (no autograd):
     ``cols1`` (R, C·25, 784) are the examples' first-layer columns (:func:`_conv1_columns`), ``labels`` (R,).
     Updates ``params`` in place by −lr × the gradient of each trial's cross-entropy (the gradient outer products
     fused into the update); returns the pre-update logits (R, K) and losses (R,). The same function as autograd
     through :meth:`LeNet.forward` (tests/nn/test_lenet.py: against ``torch.optim.SGD`` member by member). Layouts
-    chosen for CPU cost (docs/reproduction/004.md, sixth session): each ReLU after its pooling (max commutes with
-    it), the first pooling a max over adjacent columns, the second layer's columns one strided copy, its gradient
-    folded by ``index_add_``, the linear layers as row vector × matrix."""
+    chosen for CPU cost (docs/reproduction/004.md, sixth and seventh sessions): each ReLU after its pooling (max
+    commutes with it), the first pooling a max over adjacent columns, the second layer's columns gathered by
+    ``index_select`` (:func:`_conv2_index`) and their gradient folded by ``index_add_`` along the same index, the
+    second unpooling a ``scatter_``, the linear layers as row vector × matrix."""
     R = cols1.shape[0]
     w1, w2 = params["conv1.weight"].view(R, 6, -1), params["conv2.weight"].view(R, 16, -1)
     z1 = torch.baddbmm(params["conv1.bias"].unsqueeze(-1), w1, cols1)             # (R, 6, 784), pooled order
     p1, i1 = z1.view(R, 6, 196, 4).max(-1)                                         # (R, 6, 196)
     a1 = p1.clamp_min(0).view(R, 6, 14, 14)
-    cols2 = a1.as_strided((R, 6, 5, 5, 10, 10), (1176, 196, 14, 1, 14, 1)).reshape(R, 150, 100)
+    cols2 = a1.view(R, 1176).index_select(1, conv2_index).view(R, 150, 100)
     z2 = torch.baddbmm(params["conv2.bias"].unsqueeze(-1), w2, cols2)             # (R, 16, 100)
     p2, i2 = F.max_pool2d_with_indices(z2.view(R, 16, 10, 10), 2)                  # (R, 16, 5, 5)
     hidden = [p2.clamp_min(0).view(R, 1, 400)]
@@ -233,11 +242,11 @@ def _sgd_step(params: Mapping[str, Tensor], cols1: Tensor, labels: Tensor, lr: f
         weight.addcmul_(grad.transpose(1, 2), below, value=-lr)
         params[f"{name}.bias"].sub_(grad.squeeze(1), alpha=lr)
         grad = down * (below > 0)                                                   # through the ReLU (and pool)
-    g2 = F.max_unpool2d(grad.view(R, 16, 5, 5), i2, 2, output_size=(10, 10)).view(R, 16, 100)
+    g2 = torch.zeros_like(z2).scatter_(2, i2.view(R, 16, 25), grad.view(R, 16, 25))    # max_unpool2d
     g_cols2 = torch.bmm(w2.transpose(1, 2), g2)                                    # (R, 150, 100), before the update
     w2.baddbmm_(g2, cols2.transpose(1, 2), alpha=-lr)
     params["conv2.bias"].sub_(g2.sum(-1), alpha=lr)
-    g_a1 = torch.zeros_like(p1).index_add_(2, fold_index, g_cols2.view(R, 6, 2500))
+    g_a1 = torch.zeros_like(p1).view(R, 1176).index_add_(1, conv2_index, g_cols2.view(R, 15000)).view(R, 6, 196)
     g1 = torch.zeros_like(z1).view(R, 6, 196, 4).scatter_(-1, i1.unsqueeze(-1), (g_a1 * (p1 > 0)).unsqueeze(-1))
     g1 = g1.view(R, 6, 784)
     w1.baddbmm_(g1, cols1.transpose(1, 2), alpha=-lr)
@@ -268,8 +277,8 @@ def train_batch1_sgd(model: Ensemble, x_train: Tensor, y_train: Tensor, x_val: T
     R, n = model.k, len(x_train)
     params = model.params
     dtype, device = params["conv1.weight"].dtype, params["conv1.weight"].device
-    columns = _conv1_columns(x_train) if len(x_train) * x_train[0].numel() * 25 <= CONV1_COLUMNS_LIMIT else None
-    fold_index = _fold_index(device)
+    flat, conv1_index = x_train.reshape(n, -1), _conv1_index(x_train.shape[1], device)
+    conv2_index = _conv2_index(device)
     order = torch.randint(0, n, (R, steps), generator=generator).to(x_train.device)
     labels = y_train[order]                                           # (R, T)
     logits_log = torch.empty(R, steps, model.base.output.out_features, dtype=dtype, device=device)
@@ -295,9 +304,8 @@ def train_batch1_sgd(model: Ensemble, x_train: Tensor, y_train: Tensor, x_val: T
                                     "logits": logits_log[:, :t].clone(),
                                     "loss": loss_log[:, :t].clone(), "val_steps": list(val_steps),
                                     "val_loss": list(val_loss), "val_acc": list(val_acc)})
-        drawn = order[:, t]
-        cols = columns.index_select(0, drawn) if columns is not None else _conv1_columns(x_train[drawn])
-        logits, loss = _sgd_step(params, cols, labels[:, t], lr, fold_index)     # one example per trial
+        cols = _conv1_columns(flat.index_select(0, order[:, t]), conv1_index)
+        logits, loss = _sgd_step(params, cols, labels[:, t], lr, conv2_index)     # one example per trial
         report(t, steps, loss)
         logits_log[:, t] = logits
         loss_log[:, t] = loss
