@@ -329,9 +329,12 @@ def infinite_width_ntk(x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
     a2 = torch.cat([x2 / math.sqrt(d), torch.ones_like(x2[..., :1])], dim=-1)
     dot = a1 @ a2.transpose(-1, -2)
     norms = a1.norm(dim=-1).unsqueeze(-1) * a2.norm(dim=-1).unsqueeze(-2)
-    cos = (dot / norms).clamp(-1.0, 1.0)
+    # the same operations in the same order as the formula, in place (π − θ once): ~half the passes over (n1, n2)
+    cos = torch.div(dot, norms).clamp_(-1.0, 1.0)
     theta = torch.arccos(cos)
-    return norms / math.pi * (torch.sin(theta) + (math.pi - theta) * cos) + (math.pi - theta) / math.pi * dot
+    rest = torch.rsub(theta, math.pi)  # π − θ
+    value = torch.sin(theta, out=theta).add_(torch.mul(rest, cos, out=cos))
+    return value.mul_(norms.div_(math.pi)).add_(rest.div_(math.pi).mul_(dot))
 
 
 # ---------------------------------------------------------------------------------------------------------
