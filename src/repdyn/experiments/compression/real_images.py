@@ -1,4 +1,4 @@
-"""Real images: the CNN of spec 003 §2.13 on digit parity, frozen initial vs final NTK (Fig. 8, Figs. 9c,d; §5.2)."""
+"""Real images: the CNN of spec 003 §2.13 on digit parity, frozen initial vs final NTK (Figs. 8, 9c,d, 10; §5.2)."""
 
 from __future__ import annotations
 
@@ -170,7 +170,7 @@ class RealImages(Experiment):
     name = "compression.real_images"
     title = "Real images: CNN on digit parity, frozen initial vs final NTK"
     paper = "003"
-    source = "Fig. 8, Figs. 9c,d, §5.2"
+    source = "Fig. 8, Figs. 9c,d, Fig. 10, §5.2"
     Config = RealImagesConfig
     scales = {
         "smoke": RealImagesConfig(p=48, n_test=100, n_inits=3, width=2, alpha=1e-2, lr=1e-2, max_steps=30, n_modes=4),
