@@ -215,12 +215,13 @@ def test_at_init_control_is_analysis_only_and_reads_the_untrained_network(name) 
     control = exp.analyse(dataclasses.replace(cfg, at_init=True), results).measured
     if name == "compression.real_images":
         np.testing.assert_array_equal(control["final_ntk_beats_init"].values, 1.0)
-        np.testing.assert_array_equal(control["mi1_rises"].values, 0.0)
+        np.testing.assert_array_equal(control["mi_plane_rises"].values, 0.0)
     elif name == "compression.ntk_pca":
         np.testing.assert_array_equal(control["mi1_gain"].values, 0.0)
     else:
         np.testing.assert_array_equal(control["feature_slope"].values, 0.0)  # error 1 (all ties) at every p
         assert not any(control["compressed_close_to_feature"].values)
+        assert not any(control["cylinder_feature_below_lazy"].values)
 
 
 def test_momentum_flow_descends_the_softhinge_and_is_deterministic() -> None:

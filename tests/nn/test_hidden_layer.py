@@ -46,6 +46,26 @@ def test_descent_direction_is_minus_autograd_gradient_of_the_scaled_hinge() -> N
         assert torch.allclose(got, -p.grad, rtol=1e-10, atol=1e-15)
 
 
+def test_integrator_workspace_direction_equals_the_closed_form() -> None:
+    """The integrator's buffered direction (one (S, p, h) buffer, products with the buffer on the right) gives
+    hinge_descent_direction's f̃ and −∇L to rounding, on a state where some points are fitted and others not."""
+    from repdyn.nn.hidden_layer import _stack_params, _Workspace
+
+    net, x, y = _setup(n_trials=3, h=50, d=4, p=60)
+    f0 = hidden_layer_output(net, x)
+    moved = HiddenLayerNet(net.w + 0.3, net.b - 0.2, net.beta * 1.5)
+    alpha = 20.0
+    f_c, direction = hinge_descent_direction(moved, x, y, f0, alpha)
+    fitted = (alpha * y * f_c >= 1).float().mean()
+    assert 0.1 < float(fitted) < 0.9
+    ws = _Workspace(x, y, alpha, 50)
+    ws.f0 = f0
+    got_f, got = ws.direction(_stack_params(moved))
+    torch.testing.assert_close(got_f, f_c, rtol=1e-12, atol=1e-14)
+    want = _stack_params(direction)
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-15)
+
+
 def test_closed_form_ntk_equals_the_shared_empirical_ntk_probe() -> None:
     net, x, _ = _setup(h=50, d=4, p=20)
     got = hidden_layer_ntk(net.w[1], net.b[1], net.beta[1], x[1], x[1])

@@ -122,13 +122,17 @@ class FlowResult:
 
 
 class _Workspace:
-    """The (S, p, h) buffers of one batched integration, allocated once.
+    """The (S, p, h) buffer of one batched integration, allocated once.
 
-    The pre-activations and the gated back-propagated signal are the only large tensors of a step; writing them into
-    two fixed buffers (``out=`` and in-place ops) removes the per-step allocation of ~4 such tensors, whose page
-    faults made ~40 % of the CPU time system time. Parameters are one (S, h, d + 2) tensor θ = [ω, b, β], so a
-    trial step, an accept and the flat gradient are one op each. The inputs carry a ones column, xs = [x/√d, 1]:
-    u = xs [ω, b]ᵀ and the gradient of [ω, b] is β ⊙ aᵀ xs with a = y Θ(1 − y F) Θ(u) / (h p) · √2.
+    The pre-activations u, their ReLU and the gate Θ(u) are the only large tensors of a step; all three are written
+    into one fixed buffer in turn (``out=`` and in-place ops), which removes the per-step allocation of such
+    tensors, whose page faults made ~40 % of the CPU time system time. Parameters are one (S, h, d + 2) tensor
+    θ = [ω, b, β], so a trial step, an accept and the flat gradient are one op each. The inputs carry a ones column,
+    xs = [x/√d, 1]: u = xs [ω, b]ᵀ and the gradient of [ω, b] is β ⊙ Θ(u)ᵀ (g xs) with g = y Θ(1 − y F) / (h p) · √2.
+    The two products over the large buffer are written with it as the right-hand factor (f̃ᵀ = βᵀ σ(u)ᵀ and
+    (g xs)ᵀ Θ(u)): MKL's batched matrix-vector and tall-skinny products with the (p, h) buffer on the left were 5-7×
+    slower (h = 100, p = 1024: 1.26 and 2.16 ms against 0.18 and 0.32 ms). The sums are the same, in another order
+    (float rounding).
     """
 
     def __init__(self, x: torch.Tensor, y: torch.Tensor, alpha: float, h: int) -> None:
@@ -138,7 +142,6 @@ class _Workspace:
         self.y = y
         self.y_scaled = y * (SQRT2 / (h * p))
         self.u = x.new_empty(n_trials, p, h)
-        self.act = x.new_empty(n_trials, p, h)
         self.f0 = torch.zeros_like(y)
 
     def subset(self, keep: torch.Tensor) -> _Workspace:
@@ -146,7 +149,7 @@ class _Workspace:
         ws = _Workspace.__new__(_Workspace)
         ws.d, ws.h, ws.alpha = self.d, self.h, self.alpha
         ws.xs, ws.y, ws.y_scaled, ws.f0 = self.xs[keep], self.y[keep], self.y_scaled[keep], self.f0[keep]
-        ws.u, ws.act = (self.u.new_empty(keep.numel(), *self.u.shape[1:]) for _ in range(2))
+        ws.u = self.u.new_empty(keep.numel(), *self.u.shape[1:])
         return ws
 
     def direction(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -154,13 +157,13 @@ class _Workspace:
         :func:`hinge_descent_direction`."""
         d1 = self.d + 1
         torch.bmm(self.xs, theta[..., :d1].transpose(1, 2), out=self.u)
-        torch.clamp_min(self.u, 0, out=self.act)
+        act = self.u.clamp_min_(0)
         beta = theta[..., d1]
-        f_centered = torch.bmm(self.act, beta.unsqueeze(-1)).squeeze(-1).mul_(SQRT2 / self.h).sub_(self.f0)
+        f_centered = torch.bmm(beta.unsqueeze(1), act.transpose(1, 2)).squeeze(1).mul_(SQRT2 / self.h).sub_(self.f0)
         g = torch.where(self.alpha * self.y * f_centered < 1, self.y_scaled, 0.0)
-        dbeta = torch.bmm(g.unsqueeze(1), self.act).squeeze(1)
-        a = torch.sign(self.act, out=self.u).mul_(g.unsqueeze(-1))  # Θ(u) g, into the pre-activation buffer
-        dwb = torch.bmm(a.transpose(1, 2), self.xs).mul_(beta.unsqueeze(-1))
+        dbeta = torch.bmm(g.unsqueeze(1), act).squeeze(1)
+        gate = act.sign_()  # Θ(u), in the same buffer (σ(u) is no longer needed)
+        dwb = torch.bmm((self.xs * g.unsqueeze(-1)).transpose(1, 2), gate).transpose(1, 2).mul_(beta.unsqueeze(-1))
         return f_centered, torch.cat([dwb, dbeta.unsqueeze(-1)], dim=-1)
 
 

@@ -209,15 +209,15 @@ def perpendicular_growth_time(attractor: Attractor, h: int, d: int) -> float:
 _GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(96)
 
 
-def _gaussian_segment_average(fn, breaks: np.ndarray, lim: float = 9.0) -> np.ndarray:
-    """⟨fn(x₁)⟩ over x₁ ~ N(0,1) per neuron, with Gauss-Legendre on [−lim, lim] split at the sorted
-    ``breaks`` (one row per neuron) where the integrand has a kink or a steep step."""
+def _gaussian_segment_nodes(breaks: np.ndarray, lim: float = 9.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Nodes x, weights w and the density φ(x) of Gauss-Legendre on [−lim, lim] split at the sorted ``breaks``
+    (one row per neuron) where the integrand has a kink or a steep step: ⟨fn(x₁)⟩ over x₁ ~ N(0,1) per neuron is
+    (fn(x) * w * φ(x)).sum(axis=(1, 2)). Shared by the averages of one velocity evaluation."""
     edges = np.sort(np.clip(np.concatenate([np.full((breaks.shape[0], 1), -lim), breaks,
                                             np.full((breaks.shape[0], 1), lim)], axis=1), -lim, lim), axis=1)
     a, b = edges[:, :-1, None], edges[:, 1:, None]
     x = 0.5 * (b - a) * _GL_NODES + 0.5 * (b + a)
-    w = 0.5 * (b - a) * _GL_WEIGHTS
-    return (fn(x) * w * _pdf(x)).sum(axis=(1, 2))
+    return x, 0.5 * (b - a) * _GL_WEIGHTS, _pdf(x)
 
 
 def single_neuron_velocity(w: np.ndarray, b: np.ndarray, beta: np.ndarray, h: int,
@@ -243,22 +243,17 @@ def single_neuron_velocity(w: np.ndarray, b: np.ndarray, beta: np.ndarray, h: in
     sd = np.maximum(w_perp, 1e-300)
     zeta = -math.sqrt(d) * b / np.where(w1 == 0, 1e-300, w1)
 
-    def gate(x: np.ndarray) -> np.ndarray:  # Φ((ω₁ x₁ + b√d)/ω_⊥) = g_λ(x₁ − ζ₁)
-        return special.ndtr((w1[:, None, None] * x + math.sqrt(d) * b[:, None, None]) / sd[:, None, None])
-
-    def label(x: np.ndarray) -> np.ndarray:
-        return stripe_label(x, x_min, x_max)
-
     breaks = np.stack([np.full_like(zeta, x_min), np.full_like(zeta, x_max), np.clip(zeta, -9, 9)], axis=1)
-    mean_x = _gaussian_segment_average(lambda x: label(x) * x * gate(x), breaks)
-    mean_b = _gaussian_segment_average(lambda x: label(x) * gate(x), breaks)
-
-    def relu_mean(x: np.ndarray) -> np.ndarray:
-        m = (w1[:, None, None] * x / math.sqrt(d) + b[:, None, None])
-        s = sd[:, None, None] / math.sqrt(d)
-        return label(x) * (m * special.ndtr(m / s) + s * _pdf(m / s))
-
-    mean_beta = _gaussian_segment_average(relu_mean, breaks)
+    x, weight, density = _gaussian_segment_nodes(breaks)
+    label = stripe_label(x, x_min, x_max)
+    # Φ((ω₁ x₁ + b√d)/ω_⊥) = g_λ(x₁ − ζ₁)
+    gate = special.ndtr((w1[:, None, None] * x + math.sqrt(d) * b[:, None, None]) / sd[:, None, None])
+    mean_x = (label * x * gate * weight * density).sum(axis=(1, 2))
+    mean_b = (label * gate * weight * density).sum(axis=(1, 2))
+    centre = (w1[:, None, None] * x / math.sqrt(d) + b[:, None, None])
+    spread = sd[:, None, None] / math.sqrt(d)
+    relu_mean = label * (centre * special.ndtr(centre / spread) + spread * _pdf(centre / spread))  # y E_ξ[relu]
+    mean_beta = (relu_mean * weight * density).sum(axis=(1, 2))
     # ⟨y(s x₁ + m)⟩ = 1 − 2 P(x_min < s x₁ + m < x_max) in closed form
     s = w_perp / w_norm
     m = (w1**2 / w_norm**2) * zeta
@@ -334,9 +329,12 @@ def infinite_width_ntk(x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
     a2 = torch.cat([x2 / math.sqrt(d), torch.ones_like(x2[..., :1])], dim=-1)
     dot = a1 @ a2.transpose(-1, -2)
     norms = a1.norm(dim=-1).unsqueeze(-1) * a2.norm(dim=-1).unsqueeze(-2)
-    cos = (dot / norms).clamp(-1.0, 1.0)
+    # the same operations in the same order as the formula, in place (π − θ once): ~half the passes over (n1, n2)
+    cos = torch.div(dot, norms).clamp_(-1.0, 1.0)
     theta = torch.arccos(cos)
-    return norms / math.pi * (torch.sin(theta) + (math.pi - theta) * cos) + (math.pi - theta) / math.pi * dot
+    rest = torch.rsub(theta, math.pi)  # π − θ
+    value = torch.sin(theta, out=theta).add_(torch.mul(rest, cos, out=cos))
+    return value.mul_(norms.div_(math.pi)).add_(rest.div_(math.pi).mul_(dot))
 
 
 # ---------------------------------------------------------------------------------------------------------
