@@ -9,7 +9,15 @@ from repdyn.experiments.base import SCALES
 from repdyn.experiments.config import ConfigError, apply_overrides, validate
 from repdyn.experiments.effective_theory import EXPERIMENTS
 from repdyn.experiments.effective_theory.blobs import classical_mds, context_separation, irrelevant_ratio
-from repdyn.experiments.effective_theory.common import TABLE1, plateau_fraction, readout_layer, width_of
+from repdyn.experiments.effective_theory.common import (
+    TABLE1,
+    loss_fit,
+    plateau_fraction,
+    readout_layer,
+    target_mean,
+    width_of,
+)
+from repdyn.theory import effective_theory as et
 
 NAMES = [e.name for e in EXPERIMENTS]
 
@@ -56,6 +64,20 @@ def test_helpers():
     sq = ((points[:, None] - points[None]) ** 2).sum(-1)
     embedded = classical_mds(sq)
     np.testing.assert_allclose(((embedded[:, None] - embedded[None]) ** 2).sum(-1), sq, atol=1e-10)
+
+
+def test_loss_fit_recovers_the_output_mean_rate_of_an_eq9_curve():
+    """Fig. 12's loss fit: on a loss built from Eq. 9 (an Eq. 7 solution, ȳ decaying at a known 1/τ_ȳ) it returns
+    that rate and a relative error of ~0; the same curve with (v, w) frozen at their start fits far worse."""
+    t = np.linspace(0.0, 400.0, 401)
+    theory = et.integrate_dynamics((0.05, 1e-3, -0.02), 0.25, 1.0, 0.2, 0.1, t)  # a whole transition
+    m = target_mean(1.0)
+    loss = et.loss(et.output_mean(t, [0.1], m, 0.03), m, theory.v, theory.w, 1.0)
+    rate, error, predicted = loss_fit(t, loss, 0.1, m, theory, 1.0)
+    assert rate == pytest.approx(0.03, rel=1e-4) and error < 1e-8
+    np.testing.assert_allclose(predicted, loss, rtol=1e-3, atol=1e-9)
+    frozen = et.Trajectory(t, *(np.full(t.size, a[0]) for a in (theory.u, theory.v, theory.w)))
+    assert loss_fit(t, loss, 0.1, m, frozen, 1.0)[1] > 0.1
 
 
 def test_depth_trend_needs_three_accurate_layers():

@@ -75,6 +75,26 @@ def test_fused_gd_step_equals_autograd_step(activation, skip):
         torch.testing.assert_close(p, results[1][1].params[name], rtol=1e-10, atol=1e-12, msg=name)
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_fused_closed_form_mse_gradient_is_bitwise_autograds(dtype):
+    """The fused step's ½-MSE output gradient without a graph (losses.mse_half_output_grad) equals autograd's
+    through the same loss bit for bit: the same callable wrapped in a lambda takes the autograd path."""
+    from repdyn.nn.losses import mse_half
+
+    factory = partial(MLP, 3, 7, 4, 2, activation="leaky_relu", dtype=dtype)
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(6, 3, generator=g, dtype=dtype)
+    y = torch.randn(6, 2, generator=g, dtype=dtype)
+    runs = []
+    for loss in ("mse", lambda pred, target: mse_half(pred, target)):
+        ens = Ensemble(factory, seeds=SEEDS)
+        runs.append((train(ens, x, y, steps=40, lr=LRS, loss=loss, optimizer="sgd", batch_size=4,
+                           generator=torch.Generator().manual_seed(1)), ens))
+    assert np.array_equal(runs[0][0].loss, runs[1][0].loss)
+    for name, p in runs[0][1].params.items():
+        assert torch.equal(p, runs[1][1].params[name]), name
+
+
 def test_minibatch_sgd_equals_one_by_one_with_same_batches():
     factory = partial(MLP, 3, 8, 2, 2, activation="tanh", dtype=torch.float64)
     g = torch.Generator().manual_seed(0)

@@ -19,7 +19,7 @@ from torch import Tensor
 from repdyn.nn import checkpoint
 from repdyn.nn.divergence import Diverged
 from repdyn.nn.ensemble import Ensemble
-from repdyn.nn.losses import PointLoss, get_loss
+from repdyn.nn.losses import PointLoss, get_loss, mse_half, mse_half_output_grad
 from repdyn.nn.optim import StackedOptimizer, member_values
 from repdyn.nn.progress import report
 from repdyn.nn.recording import Recorder, Schedule
@@ -139,13 +139,18 @@ def train(
     fused = (fused_step and optimizer in ("gd", "sgd") and not weight_decay and model._stacked
              and getattr(base, "supports_fused_step", False))
     fused_state: list[Any] = []
+    closed_form = point_loss is mse_half
 
     def step_losses(xb: Tensor, yb: Tensor) -> Tensor:
         """Member losses of a training step; the fused path keeps the forward cache and a graph of the loss
-        head only."""
+        head only (none for ½-MSE, whose output gradient it keeps instead: see :func:`mse_half_output_grad`)."""
         if not fused:
             return losses_on(xb, yb)
         out, cache = base.fused_gd_forward(model.params, xb)
+        if closed_form:
+            residual = out - yb
+            fused_state[:] = [residual, cache]
+            return (0.5 * residual.pow(2).sum(-1)).mean(-1)
         out.requires_grad_()
         fused_state[:] = [out, cache]
         return point_loss(out, yb).mean(-1)
@@ -241,8 +246,11 @@ def train(
             break
         scale = opt.loss_scale
         if fused:
-            out, cache = fused_state
-            (grad_out,) = torch.autograd.grad((batch_loss * scale).sum(), out)
+            head, cache = fused_state
+            if closed_form:
+                grad_out = mse_half_output_grad(head, scale)
+            else:
+                (grad_out,) = torch.autograd.grad((batch_loss * scale).sum(), head)
             if not bool(alive.all()):
                 grad_out = torch.where(alive.view(-1, 1, 1), grad_out, torch.zeros_like(grad_out))
             base.fused_gd_update(model.params, cache, grad_out)

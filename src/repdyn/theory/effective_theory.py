@@ -16,12 +16,17 @@ and the fit of the effective rates by the objective of Eq. 49.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 from scipy import integrate, optimize, special
 
+MAX_STEPS = 10**8
+"""LSODA steps allowed per solve (solve_ivp sets no limit; a solve that stalls fails by its step size instead)."""
+ODE_SUCCESS = "Integration successful."
+"""odeint's message when LSODA reached every requested time."""
 VARIANTS = ("original", "factor_two", "square", "minus_sign", "drop_term")
 """Eq. 7 and the four perturbed dynamics of Eq. 51 (App. C.1), in the order of the paper's sentence."""
 
@@ -83,6 +88,17 @@ def _log_coordinates_field(X: float, Y: float, rate_h: float, rate_y: float,
     return rhs
 
 
+def _lsoda_first_step(field: Callable[[float, np.ndarray], list[float]], y0: list[float], t_end: float,
+                      rtol: float, atol: np.ndarray) -> float:
+    """LSODA's own first step from t = 0 aimed at ``t_end`` (ODEPACK lsoda.f: h0 = (1/(tol·w0²) + tol·‖f0‖²)^-½,
+    at most t_end, with the error-weighted max norm): the step solve_ivp's one-step LSODA starts with, which odeint
+    would instead aim at the first output time."""
+    tol = min(max(rtol, 100.0 * np.finfo(float).eps / 2), 1e-3)
+    f0 = field(0.0, np.asarray(y0, dtype=float))
+    norm = max(abs(f) * (1.0 / (rtol * abs(y) + a)) for f, y, a in zip(f0, y0, atol, strict=True))
+    return min(1.0 / math.sqrt(1.0 / (tol * t_end * t_end) + tol * norm * norm), t_end)
+
+
 @dataclass(frozen=True)
 class Trajectory:
     """A solution of Eq. 7 at times ``t``: arrays u, v, w of the same length."""
@@ -119,14 +135,22 @@ def integrate_dynamics(initial: tuple[float, float, float], X: float, Y: float, 
         raise ValueError("t must be a 1-D strictly increasing array of times >= 0")
     scale_w = max(abs(w0), 1e-3 * (v0 + Y * u0), 1e-300)
     atol = np.array([1e-10, 1e-9 * max(v0 / u0, 1e-12) + 1e-14, 1e-7 * scale_w + 1e-16])
-    with np.errstate(all="ignore"):  # a blow-up is reported below, not as warnings
-        sol = integrate.solve_ivp(_log_coordinates_field(X, Y, rate_h, rate_y, variant), (0.0, float(t[-1])),
-                                  [math.log(u0), v0 / u0, w0], method="LSODA", t_eval=t, rtol=rtol, atol=atol)
-    if sol.status != 0 or sol.y.shape[1] != t.size or not np.all(np.isfinite(sol.y)):
-        raise RuntimeError(f"integration of the {variant} dynamics failed (status {sol.status}: {sol.message}; "
-                           f"a non-finite state means u reached 0 in finite time)")
-    u = np.exp(sol.y[0])
-    return Trajectory(t=t, u=u, v=sol.y[1] * u, w=sol.y[2])
+    start = [math.log(u0), v0 / u0, w0]
+    times = t if t[0] == 0 else np.concatenate([[0.0], t])
+    with np.errstate(all="ignore"), warnings.catch_warnings():  # a blow-up is reported below, not as warnings
+        warnings.simplefilter("ignore", integrate.ODEintWarning)
+        # ODEPACK's LSODA driven from Fortran, stopping at the last time (tcrit) as one-step solve_ivp(LSODA) does:
+        # the same steps, without solve_ivp's Python work per step (LSODA takes ~10³ steps per solve)
+        field = _log_coordinates_field(X, Y, rate_h, rate_y, variant)
+        y, info = integrate.odeint(field, start, times, rtol=rtol, atol=atol, tcrit=[times[-1]],
+                                   h0=_lsoda_first_step(field, start, float(times[-1]), rtol, atol),
+                                   mxstep=MAX_STEPS, full_output=True, tfirst=True)
+    y = y[times.size - t.size:].T
+    if info["message"] != ODE_SUCCESS or not np.all(np.isfinite(y)):
+        raise RuntimeError(f"integration of the {variant} dynamics failed ({info['message']} a non-finite state "
+                           f"means u reached 0 in finite time)")
+    u = np.exp(y[0])
+    return Trajectory(t=t, u=u, v=y[1] * u, w=y[2])
 
 
 def loss(ybar: np.ndarray, m: np.ndarray, v: np.ndarray, w: np.ndarray, Y: float) -> np.ndarray:
@@ -348,8 +372,12 @@ class RateFit:
 def fit_objective(measured: np.ndarray, theory: np.ndarray, t: np.ndarray) -> float:
     """Eq. 49: Σ over u, v, w of ∫(measured − theory)² dt, as a Riemann sum with the recording interval as dt
     (dt = 1 when every epoch is recorded; spec 000 §7.19)."""
-    dt = np.diff(t, append=t[-1] + (t[-1] - t[-2] if t.size > 1 else 1.0))
-    return float(np.sum(dt[:, None] * (measured - theory) ** 2))
+    return float(np.sum(_riemann_weights(t) * (measured - theory) ** 2))
+
+
+def _riemann_weights(t: np.ndarray) -> np.ndarray:
+    """(T, 1) weights dt of :func:`fit_objective`'s sum: each recording interval, the last one repeated."""
+    return np.diff(t, append=t[-1] + (t[-1] - t[-2] if t.size > 1 else 1.0))[:, None]
 
 
 def _ratio_from_final_distance(u_final: float, u0: float, v0: float, X: float, Y: float) -> float | None:
@@ -390,6 +418,7 @@ def fit_rates(t: np.ndarray, u: np.ndarray, v: np.ndarray, w: np.ndarray, X: flo
     log_rho_lo, log_rho_hi = math.log10(guess) - ratio_decades, math.log10(guess) + ratio_decades
     # log10 of the time-scale factor c = rate_y relative to the natural time of the normalised system.
     t_last = float(t[-1])
+    weights = _riemann_weights(t)
     cache: dict[float, tuple[float, float, Trajectory | None]] = {}
 
     def best_scale(log_rho: float) -> tuple[float, float, Trajectory | None]:
@@ -406,14 +435,19 @@ def fit_rates(t: np.ndarray, u: np.ndarray, v: np.ndarray, w: np.ndarray, X: flo
         grid = normalised.t
         states = normalised.stacked()
 
-        def objective(log_c: float) -> float:
-            s = (10.0**log_c) * t
-            theory = np.stack([np.interp(s, grid, states[:, k]) for k in range(3)], axis=-1)
-            return fit_objective(measured, theory, t)
+        def theory_at(scales: np.ndarray) -> np.ndarray:
+            """The normalised solution at times c·t for each c of ``scales`` -> (len(scales), T, 3)."""
+            s = (scales[:, None] * t).ravel()
+            return np.stack([np.interp(s, grid, states[:, k]) for k in range(3)], axis=-1).reshape(-1, t.size, 3)
 
-        # c·t_last must fall inside the solved horizon [1e-3, 1e9].
+        def objective(log_c: float) -> float:
+            return float(np.sum(weights * (measured - theory_at(np.array([10.0**log_c]))[0]) ** 2))
+
+        # c·t_last must fall inside the solved horizon [1e-3, 1e9]. The scan in one batch: each row's sum is the
+        # one objective() takes (a contiguous (T, 3) block, the same pairwise summation)
         log_cs = np.linspace(-3 - math.log10(t_last) + 1, 9 - math.log10(t_last), 61)
-        values = np.array([objective(c) for c in log_cs])
+        squares = weights * (measured - theory_at(10.0**log_cs)) ** 2
+        values = np.array([float(np.sum(row)) for row in squares])
         k = int(np.nanargmin(values))
         lo, hi = log_cs[max(k - 1, 0)], log_cs[min(k + 1, len(log_cs) - 1)]
         res = optimize.minimize_scalar(objective, bounds=(lo, hi), method="bounded", options={"xatol": 1e-6})

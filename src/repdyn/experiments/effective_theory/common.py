@@ -206,6 +206,21 @@ def fit_member(t: np.ndarray, u: np.ndarray, v: np.ndarray, w: np.ndarray, X: fl
     return MemberFit(fit, relative_fit_loss(fit.theory, t, u, v, w))
 
 
+def target_mean(dy: float) -> np.ndarray:
+    """m = (y_1 + y_2)/2 of :func:`repdyn.data.two_points.two_point_data`'s targets (y_1 = 0.6, y_2 = 0.6 + dy)."""
+    return np.array([0.6 + 0.5 * dy])
+
+
+def loss_fit(t: np.ndarray, loss: np.ndarray, ybar0: float, m: np.ndarray, theory: et.Trajectory, Y: float
+             ) -> tuple[float, float, np.ndarray]:
+    """Fig. 12 (App. C.2): Eq. 9 on a measured loss curve with τ_h, τ_y re-used from the Eq. 7 fit (``theory``) and
+    1/τ_ȳ fitted "using the same procedure"; returns (1/τ_ȳ, relative error Σ(L_theory − L)² / ΣL², L_theory).
+    Raises et.FitError when the fit of 1/τ_ȳ does not converge."""
+    rate_ybar, _ = et.fit_output_mean_rate(t, loss, [ybar0], m, theory, Y)
+    predicted = et.loss(et.output_mean(t, [ybar0], m, rate_ybar), m, theory.v, theory.w, Y)
+    return rate_ybar, float(np.sum((predicted - loss) ** 2) / np.sum(loss**2)), predicted
+
+
 def trajectory_figure(title: str, panels: Mapping[str, tuple[np.ndarray, np.ndarray, et.Trajectory | None]],
                       Y: float = 1.0) -> Figure:
     """One row per entry: u, v, w against epochs, network (solid) and fitted theory (dashed), as Fig. 2/3."""

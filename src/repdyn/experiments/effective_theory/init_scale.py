@@ -19,7 +19,9 @@ from repdyn.experiments.effective_theory.common import (
     converged,
     fit_member,
     gated,
+    loss_fit,
     plateau_fraction,
+    target_mean,
     train_two_point,
     trajectory_figure,
 )
@@ -141,7 +143,7 @@ class InitialWeightScale(Experiment):
     def analyse(self, config: InitScaleConfig, results: Mapping[str, dict]) -> Analysis:
         res = results["gains"]
         X, Y = config.dx**2, config.dy**2
-        m = np.array([0.6 + 0.5 * config.dy])
+        m = target_mean(config.dy)
         t = res["steps"] * config.time_compression
         K = config.trials
         analysis = Analysis()
@@ -168,10 +170,8 @@ class InitialWeightScale(Experiment):
                 else:
                     row.update(rate_h=member.fit.rate_h, rate_y=member.fit.rate_y)
                     try:
-                        rate_ybar, _ = et.fit_output_mean_rate(t, loss, [res["ybar"][0, j]], m, member.fit.theory, Y)
-                        predicted = et.loss(et.output_mean(t, [res["ybar"][0, j]], m, rate_ybar), m,
-                                            member.fit.theory.v, member.fit.theory.w, Y)
-                        loss_err[g, k] = float(np.sum((predicted - loss) ** 2) / np.sum(loss**2))
+                        rate_ybar, loss_err[g, k], predicted = loss_fit(t, loss, res["ybar"][0, j], m,
+                                                                        member.fit.theory, Y)
                         row.update(rate_ybar=rate_ybar, relative_loss_fit=loss_err[g, k])
                         if k == 0:
                             loss_axes[g].plot(t, predicted, color="C3", ls="--", label="Eq. 9")
