@@ -71,6 +71,15 @@ def realisation(seed: int, n_seeds: int, d: int, n_pool: int, n_test: int, devic
     return pool, test
 
 
+def feature_errors(config: LearningCurveConfig, net0, net, xt: torch.Tensor, yt: torch.Tensor) -> dict:
+    """Test errors of the trained network's centred output α(f − f₀) ("feature") and of the untrained network's,
+    which is 0 (every test point a tie, counted as an error: "init_feature", for the negative control at_init)."""
+    mem = config.memory_gb
+    f_test = config.alpha * (network_output(net, xt, mem) - network_output(net0, xt, mem))
+    return {"feature": classification_error(f_test, yt).cpu().numpy(),
+            "init_feature": classification_error(torch.zeros_like(f_test), yt).cpu().numpy()}
+
+
 def protocol(config: LearningCurveConfig, p: int, seed: int, device: str) -> dict:
     """Spec 003 §3 protocol per (p, seed batch): feature training to zero hinge loss; the lazy learner = hard-margin
     hinge learner on the infinite-width NTK (the paper's h = 10⁴ is that limit; at h = 100 the finite NTK has rank
@@ -83,15 +92,13 @@ def protocol(config: LearningCurveConfig, p: int, seed: int, device: str) -> dic
     xt, yt = sample_manifold("stripe", config.n_test, config.d, gen, batch=(config.n_seeds,), device=device)
     net = res.net
     mem = config.memory_gb
-    f_test = config.alpha * (network_output(net, xt, mem) - network_output(net0, xt, mem))
-    out = {"feature": classification_error(f_test, yt).cpu().numpy(), **flow_summary(res, 1, net0)}
+    out = {**feature_errors(config, net0, net, xt, yt), **flow_summary(res, 1, net0)}
     out["lazy"] = arccos_svm_error(x, y, xt, yt, mem)
     factor = torch.nan_to_num(res.lambda_star, nan=1.0)
     out["compressed_lazy"] = arccos_svm_error(compress(x, 1, factor), y, compress(xt, 1, factor), yt, mem)
     out["final_ntk"] = trained_ntk_svm_error(net, xk, yk, xt, yt, mem)
-    # the untrained network, for the negative control (at_init): its centred output is 0 (every test point a tie,
-    # counted as an error), its NTK the initial one; without t* its compression factor is 1 (the lazy learner)
-    out["init_feature"] = classification_error(torch.zeros_like(f_test), yt).cpu().numpy()
+    # the untrained network, for the negative control (at_init): its NTK the initial one; without t* its
+    # compression factor is 1 (the lazy learner)
     out["init_ntk"] = trained_ntk_svm_error(net0, xk, yk, xt, yt, mem)
     return {"out": out, "net0": net0, "net": net, "kernel_set": (xk, yk)}
 
@@ -105,11 +112,8 @@ def cylinder_protocol(config: LearningCurveConfig, p: int, seed: int, device: st
                             config.max_dgrad, 1.0, config.max_steps, gen, device, config.memory_gb)
     xt, yt = sample_manifold("cylinder", config.n_test, config.d_cylinder, gen, batch=(config.cylinder_seeds,),
                              device=device)
-    mem = config.memory_gb
-    f_test = config.alpha * (network_output(res.net, xt, mem) - network_output(net0, xt, mem))
-    return {"feature": classification_error(f_test, yt).cpu().numpy(),
-            "init_feature": classification_error(torch.zeros_like(f_test), yt).cpu().numpy(),
-            "lazy": arccos_svm_error(x, y, xt, yt, mem), "stopped": res.stopped.cpu().numpy(), "steps": res.steps}
+    return {**feature_errors(config, net0, res.net, xt, yt), "lazy": arccos_svm_error(x, y, xt, yt, config.memory_gb),
+            "stopped": res.stopped.cpu().numpy(), "steps": res.steps}
 
 
 class LearningCurves(Experiment):
