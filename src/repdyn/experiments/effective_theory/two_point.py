@@ -4,6 +4,7 @@ flow."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -242,11 +243,12 @@ class TwoPointDynamics(Experiment):
                     row.update(rate_ybar=rate_ybar, relative_loss_fit=loss_err[name][k])
                     if k == 0:
                         loss_panels[name] = (t, res["loss"][:, k], predicted)
-                    # contrast: the same fit of 1/τ_ȳ with (v, w) frozen at their start (no representation dynamics)
-                    frozen = et.Trajectory(t, *(np.full(t.size, a[0]) for a in (u, v, w)))
-                    frozen_err[name][k] = loss_fit(t, res["loss"][:, k], res["ybar"][0, k], m, frozen, Y)[1]
                 except et.FitError as err:
                     failures.append(f"{name}[{k}] 1/τ_ȳ: {err}")
+                else:  # contrast: the same fit of 1/τ_ȳ with (v, w) frozen at their start (no representation dynamics)
+                    frozen = et.Trajectory(t, *(np.full(t.size, a[0]) for a in (u, v, w)))
+                    with contextlib.suppress(et.FitError):  # a failed contrast fit stays ∞, as in loss_fit
+                        frozen_err[name][k] = loss_fit(t, res["loss"][:, k], res["ybar"][0, k], m, frozen, Y)[1]
                 analysis.metrics.append(row)
                 if k == 0:
                     panels[name] = (t, np.stack([u, v, w], axis=-1), member.fit.theory)
