@@ -86,7 +86,8 @@ def run(only: str | None = None) -> str:
         f"Where the wall time goes: {first - began:.0f} s before the first run starts (planning, data preparation, "
         f"worker start-up), {last - first:.0f} s from the first run's start to the last run's end (the runs' CPU "
         f"time, {run_cpu:.0f} s, fills {run_cpu / (JOBS * (last - first)):.0%} of the {JOBS} workers' time "
-        f"there), {ended - last:.0f} s after it (analysis, figures and the report).",
+        f"there; the analyses of the experiments finished by then run in the rest), {ended - last:.0f} s after it "
+        f"(the analyses of the last experiments to finish, and the report).",
         "",
         "| paper (topic) | CPU time of its runs (s) | budget (s) | verdicts |",
         "|---|---:|---:|---|",

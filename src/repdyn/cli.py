@@ -22,7 +22,8 @@ from repdyn.runtime import registry
 from repdyn.runtime.atomic import WriteError
 from repdyn.runtime.executors import check_executor
 from repdyn.runtime.progress import showing
-from repdyn.runtime.reproduce import Plan, analyse, execute, load_plan, plan
+from repdyn.runtime.reproduce import ExperimentOutcome, Plan, analyse, load_plan, plan
+from repdyn.runtime.reproduce import reproduce as run_and_analyse
 from repdyn.runtime.tasks import TaskFailed
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -63,10 +64,11 @@ def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _execute_with_progress(plan_: Plan, jobs: int, cluster: str | None, force: bool, quiet: bool,
-                           every: float, checkpoint_minutes: float) -> None:
-    """On a terminal: a bar over the runs and, for runs in this process, a bar per run that moves with its steps.
-    Elsewhere (a batch job's log): a line when the reproduction starts, and from each run a line at its start, at
-    most one every ``every`` seconds inside it, and one at its end. ``quiet``: nothing."""
+                           every: float, checkpoint_minutes: float) -> list[ExperimentOutcome]:
+    """Compute the runs that are not stored and analyse every experiment (:func:`run_and_analyse`). On a terminal:
+    a bar over the runs and, for runs in this process, a bar per run that moves with its steps. Elsewhere (a batch
+    job's log): a line when the reproduction starts, and from each run a line at its start, at most one every
+    ``every`` seconds inside it, and one at its end. ``quiet``: nothing."""
     if not every > 0:
         raise ConfigError(f"--progress-every {every:g} is out of range: must be > 0 seconds")
     if not checkpoint_minutes >= 0:
@@ -78,9 +80,8 @@ def _execute_with_progress(plan_: Plan, jobs: int, cluster: str | None, force: b
                 err.print(f"{todo} of {total} runs to compute ({total - todo} stored) in {plan_.out}",
                           highlight=False, soft_wrap=True)
 
-        execute(plan_, jobs=jobs, cluster=cluster, force=force, on_start=on_start,
-                progress_every=0.0 if quiet else every, checkpoint_every=checkpoint_every)
-        return
+        return run_and_analyse(plan_, jobs=jobs, cluster=cluster, force=force, on_start=on_start,
+                               progress_every=0.0 if quiet else every, checkpoint_every=checkpoint_every)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err, transient=False) as progress:
         bar = progress.add_task("runs", total=0)
@@ -104,14 +105,13 @@ def _execute_with_progress(plan_: Plan, jobs: int, cluster: str | None, force: b
             return listener
 
         with showing(run_bar if jobs == 1 and cluster is None else None):
-            execute(plan_, jobs=jobs, cluster=cluster, force=force, on_done=on_done, on_start=on_start,
-                    checkpoint_every=checkpoint_every)
+            return run_and_analyse(plan_, jobs=jobs, cluster=cluster, force=force, on_done=on_done,
+                                   on_start=on_start, checkpoint_every=checkpoint_every)
 
 
-def _finish(plan_: Plan, as_json: bool, *, recompute: bool = True, jobs: int = 1) -> None:
+def _finish(plan_: Plan, outcomes: list[ExperimentOutcome], as_json: bool) -> None:
     from repdyn.report.render import verdict_counts, write_report
 
-    outcomes = analyse(plan_, recompute=recompute, jobs=jobs)
     index = write_report(plan_.out, outcomes, scale=plan_.scale, seed=plan_.seed, device=plan_.device)
     claims = [c for o in outcomes for c in o.claims]
     differ = [c for c in claims if not c.as_recorded]
@@ -167,8 +167,8 @@ def run(name: str = typer.Argument(..., help="Experiment name (see `repdyn list`
     registry.get(name)
     plan_ = plan([name], scale=scale, overrides=parse_assignments(set_), seed=seed, device=device,
                  out=out or Path("repdyn-out") / name, cluster=cluster)
-    _execute_with_progress(plan_, jobs, cluster, force, quiet, progress_every, checkpoint_every)
-    _finish(plan_, as_json, jobs=jobs if cluster is None else 1)
+    _finish(plan_, _execute_with_progress(plan_, jobs, cluster, force, quiet, progress_every, checkpoint_every),
+            as_json)
 
 
 @app.command()
@@ -182,8 +182,8 @@ def reproduce(scale: str = ScaleOpt,
     """Run every experiment (or --only some) and write the report of theory against experiment."""
     names = [n.strip() for n in only.split(",") if n.strip()] if only else None
     plan_ = plan(names, scale=scale, seed=seed, device=device, out=out, cluster=cluster)
-    _execute_with_progress(plan_, jobs, cluster, force, quiet, progress_every, checkpoint_every)
-    _finish(plan_, as_json, jobs=jobs if cluster is None else 1)
+    _finish(plan_, _execute_with_progress(plan_, jobs, cluster, force, quiet, progress_every, checkpoint_every),
+            as_json)
 
 
 @app.command("plan")
@@ -230,7 +230,8 @@ def report(folder: Path = typer.Argument(..., help="A folder written by `repdyn 
            as_json: bool = JsonOpt, jobs: int = JobsOpt) -> None:
     """Re-render a report from stored results (no run is recomputed), analysing ``--jobs`` experiments at once."""
     check_executor(jobs, None)
-    _finish(load_plan(folder), as_json, recompute=False, jobs=jobs)
+    plan_ = load_plan(folder)
+    _finish(plan_, analyse(plan_, recompute=False, jobs=jobs), as_json)
 
 
 @app.command()

@@ -217,16 +217,37 @@ def test_a_run_that_reads_an_analysis_field_is_refused(tmp_path, monkeypatch):
 
 
 def test_experiments_analysed_side_by_side_give_what_one_process_gives(tmp_path):
-    from repdyn.runtime.reproduce import analyse, execute, plan
+    """After the runs (analyse, one process or two) or beside them (reproduce): the same outcomes."""
+    from repdyn.runtime.reproduce import analyse, plan, reproduce
 
     plan_ = plan([FIXTURE, "fixture.fits"], scale="smoke", out=tmp_path)
-    execute(plan_)
+    beside_runs = reproduce(plan_, jobs=2)
     alone, side_by_side = analyse(plan_), analyse(plan_, jobs=2)
-    assert [o.name for o in side_by_side] == [FIXTURE, "fixture.fits"]
-    for one, two in zip(alone, side_by_side):
-        assert [c.to_json() for c in one.claims] == [c.to_json() for c in two.claims]
-        assert one.metrics == two.metrics and one.figures.keys() == two.figures.keys()
-        assert one.claims and all(c.estimate is not None for c in one.claims)
+    for outcomes in (side_by_side, beside_runs):
+        assert [o.name for o in outcomes] == [FIXTURE, "fixture.fits"]
+        for one, two in zip(alone, outcomes):
+            assert [c.to_json() for c in one.claims] == [c.to_json() for c in two.claims]
+            assert one.metrics == two.metrics and one.figures.keys() == two.figures.keys()
+            assert one.claims and all(c.estimate is not None for c in one.claims)
+
+
+def test_the_work_a_finished_run_unblocks_goes_ahead_of_the_runs_waiting(tmp_path):
+    """Two workers, four runs of 0.4 s: the follow-up of the first finished run (an experiment's analysis, in
+    reproduce) starts before the third and fourth runs start."""
+    import functools
+
+    from repdyn.runtime.executors import run_local
+    from repdyn.runtime.reproduce import plan, tasks_for
+
+    plan_ = plan(["fixture.tanh_regression"], scale="smoke", out=tmp_path, overrides={"runs": "4", "delay": "0.4"})
+    finished, follow_up_ran = [], []
+    run_local(tasks_for(plan_, jobs=2), 2, lambda task, status: finished.append(status),
+              then=lambda task, status: [functools.partial(time.time)] if len(finished) == 1 else [],
+              on_result=follow_up_ran.append)
+    assert finished == ["ok"] * 4 and len(follow_up_ran) == 1
+    starts = sorted(json.loads(str(np.load(path)["__meta__"]))["started_at"]
+                    for path in (tmp_path / "runs" / "fixture.tanh_regression").glob("[!.]*.npz"))
+    assert follow_up_ran[0] < starts[2]
 
 
 def test_off_a_terminal_runs_write_progress_lines_into_the_log(tmp_path, cli_env):

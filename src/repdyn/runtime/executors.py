@@ -1,4 +1,4 @@
-"""Executors: run independent tasks in this process, in local worker processes (joblib), or on a Dask cluster.
+"""Executors: run independent tasks in this process, in local worker processes (loky), or on a Dask cluster.
 
 Every executor writes results through the store inside the task itself, so an interrupted sweep loses only the
 runs in flight, and a resumed one computes only the missing runs.
@@ -7,12 +7,19 @@ runs in flight, and a resumed one computes only the missing runs.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from typing import Any
 
 from repdyn.experiments.config import ConfigError
 from repdyn.runtime.tasks import Task, execute_task
 
 OnDone = Callable[[Task, str], None]
+FollowUp = Callable[[], Any]  # picklable: a functools.partial of a module-level function
+# the thread pools a worker process limits to its share of the cores (joblib's loky backend limits the same)
+THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS",
+               "VECLIB_MAXIMUM_THREADS", "NUMBA_NUM_THREADS", "NUMEXPR_NUM_THREADS")
 
 
 def threads_per_job(jobs: int) -> int:
@@ -20,30 +27,60 @@ def threads_per_job(jobs: int) -> int:
     return max(1, (os.cpu_count() or 1) // max(1, jobs))
 
 
-def run_local(tasks: Sequence[Task], jobs: int, on_done: OnDone) -> None:
-    """Run tasks here (jobs == 1) or in ``jobs`` worker processes. Here, a run whose lock another process holds
-    (a second reproduction on the same folder) is put off until the others are done, then waited for."""
+def run_local(tasks: Sequence[Task], jobs: int, on_done: OnDone, *, first: Sequence[FollowUp] = (),
+              then: Callable[[Task, str], Sequence[FollowUp]] = lambda task, status: (),
+              on_result: Callable[[Any], None] = lambda value: None) -> None:
+    """Run tasks here (jobs == 1) or in ``jobs`` worker processes. Follow-ups are further work for the same
+    workers: ``first`` at once, and whatever ``then(task, status)`` returns once a task is done (the analysis of an
+    experiment whose runs are all stored); each one's return value goes to ``on_result``. A follow-up goes ahead of
+    the tasks still waiting, so follow-ups fill the workers that the last long runs leave idle. Here, a run whose
+    lock another process holds (a second reproduction on the same folder) is put off until the others are done,
+    then waited for."""
     if jobs == 1:
+        def finish(task: Task, status: str) -> None:
+            on_done(task, status)
+            for follow_up in then(task, status):
+                on_result(follow_up())
+
+        for follow_up in first:
+            on_result(follow_up())
         busy = []
         for task in tasks:
             status = execute_task(task, wait=False)
             if status == "busy":
                 busy.append(task)
             else:
-                on_done(task, status)
+                finish(task, status)
         for task in busy:
-            on_done(task, execute_task(task))
+            finish(task, execute_task(task))
         return
-    from joblib import Parallel, delayed
+    from joblib.externals.loky import ProcessPoolExecutor
 
-    parallel = Parallel(n_jobs=jobs, backend="loky", return_as="generator_unordered")
-    results: Iterator[tuple[Task, str]] = parallel(delayed(_execute_pair)(task) for task in tasks)
-    for task, status in results:
-        on_done(task, status)
-
-
-def _execute_pair(task: Task) -> tuple[Task, str]:
-    return task, execute_task(task)
+    threads = str(threads_per_job(jobs))
+    executor = ProcessPoolExecutor(max_workers=jobs, env={var: os.environ.get(var, threads) for var in THREAD_VARS})
+    waiting, ready = deque(tasks), deque(first)
+    running: dict[Future, Task | None] = {}  # None: a follow-up
+    try:
+        while waiting or ready or running:
+            while len(running) < jobs and (ready or waiting):
+                if ready:
+                    running[executor.submit(ready.popleft())] = None
+                else:
+                    task = waiting.popleft()
+                    running[executor.submit(execute_task, task)] = task
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                task = running.pop(future)
+                if task is None:
+                    on_result(future.result())
+                    continue
+                status = future.result()
+                on_done(task, status)
+                ready.extend(then(task, status))
+    except BaseException:  # a failed run or Ctrl-C: stop the runs in flight too
+        executor.shutdown(wait=False, kill_workers=True)
+        raise
+    executor.shutdown()
 
 
 def check_executor(jobs: int, cluster: str | None) -> None:

@@ -9,6 +9,7 @@ and recomputed (:func:`stored_run`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import io
 import json
 import logging
@@ -26,7 +27,7 @@ from repdyn.experiments.config import ConfigError, apply_overrides, from_dict, r
 from repdyn.experiments.verdicts import evaluate, skip
 from repdyn.runtime import registry
 from repdyn.runtime.atomic import atomic_write_text
-from repdyn.runtime.executors import check_executor, run_tasks, threads_per_job
+from repdyn.runtime.executors import check_executor, run_local, run_tasks, threads_per_job
 from repdyn.runtime.store import ResultStore, StoredRun, derive_seed, run_key
 from repdyn.runtime.tasks import Task, execute_task
 
@@ -198,14 +199,9 @@ def load_plan(out: str | os.PathLike[str]) -> Plan:
     return Plan(tuple(planned), manifest["scale"], manifest["seed"], manifest["device"], Path(out))
 
 
-def execute(plan_: Plan, *, jobs: int = 1, cluster: str | None = None, force: bool = False,
-            on_done: Callable[[Task, str], None] = lambda task, status: None,
-            on_start: Callable[[int, int], None] = lambda total, todo: None, progress_every: float = 0.0,
-            checkpoint_every: float = 0.0) -> None:
-    """Run every task of the plan whose result is not stored yet (all of them with ``force``); each run logs its
-    progress every ``progress_every`` seconds when that is > 0 (see :mod:`repdyn.runtime.progress`) and
-    checkpoints its training loops every ``checkpoint_every`` seconds (see :mod:`repdyn.nn.checkpoint`): a killed
-    run resumes from its last checkpoint."""
+def _todo(plan_: Plan, jobs: int, cluster: str | None, force: bool, on_start: Callable[[int, int], None],
+          progress_every: float, checkpoint_every: float) -> list[Task]:
+    """Validate the executor, write the manifest and return the tasks whose runs are not stored yet."""
     check_executor(jobs, cluster)
     write_manifest(plan_)
     store = plan_.store
@@ -216,7 +212,48 @@ def execute(plan_: Plan, *, jobs: int = 1, cluster: str | None = None, force: bo
             store.remove(task.experiment, task.key)
     todo = [t for t in tasks if store.verified(t.experiment, t.key) is None]
     on_start(len(tasks), len(todo))
+    return todo
+
+
+def execute(plan_: Plan, *, jobs: int = 1, cluster: str | None = None, force: bool = False,
+            on_done: Callable[[Task, str], None] = lambda task, status: None,
+            on_start: Callable[[int, int], None] = lambda total, todo: None, progress_every: float = 0.0,
+            checkpoint_every: float = 0.0) -> None:
+    """Run every task of the plan whose result is not stored yet (all of them with ``force``); each run logs its
+    progress every ``progress_every`` seconds when that is > 0 (see :mod:`repdyn.runtime.progress`) and
+    checkpoints its training loops every ``checkpoint_every`` seconds (see :mod:`repdyn.nn.checkpoint`): a killed
+    run resumes from its last checkpoint."""
+    todo = _todo(plan_, jobs, cluster, force, on_start, progress_every, checkpoint_every)
     run_tasks(todo, jobs=jobs, cluster=cluster, on_done=on_done)
+
+
+def reproduce(plan_: Plan, *, jobs: int = 1, cluster: str | None = None, force: bool = False,
+              on_done: Callable[[Task, str], None] = lambda task, status: None,
+              on_start: Callable[[int, int], None] = lambda total, todo: None, progress_every: float = 0.0,
+              checkpoint_every: float = 0.0) -> list[ExperimentOutcome]:
+    """:func:`execute`, then :func:`analyse`, with the same arguments. Without a cluster each experiment is
+    analysed as soon as its last run is stored, by the same workers, ahead of the runs still waiting: the
+    analyses fill the workers that the last long runs leave idle instead of all following the last run."""
+    if cluster is not None:
+        execute(plan_, jobs=jobs, cluster=cluster, force=force, on_done=on_done, on_start=on_start,
+                progress_every=progress_every, checkpoint_every=checkpoint_every)
+        return analyse(plan_)
+    todo = _todo(plan_, jobs, cluster, force, on_start, progress_every, checkpoint_every)
+    waiting: dict[str, set[str]] = {item.name: set() for item in plan_.experiments}
+    for task in todo:
+        waiting[task.experiment].add(task.key)
+
+    def analysis(name: str) -> Callable[[], ExperimentOutcome]:
+        return functools.partial(_analyse_named, str(plan_.out), name, True)
+
+    def then(task: Task, status: str) -> list[Callable[[], ExperimentOutcome]]:
+        waiting[task.experiment].discard(task.key)
+        return [] if waiting[task.experiment] else [analysis(task.experiment)]
+
+    outcomes: dict[str, ExperimentOutcome] = {}
+    run_local(todo, jobs, on_done, first=[analysis(name) for name, keys in waiting.items() if not keys],
+              then=then, on_result=lambda outcome: outcomes.__setitem__(outcome.name, outcome))
+    return [outcomes[item.name] for item in plan_.experiments]
 
 
 def figure_png(figure: Any) -> bytes:
