@@ -145,8 +145,8 @@ all 48 of the quick GeoMNIST run at once; the values do not depend on it)."""
 
 def _pool2x2(h: Tensor) -> Tensor:
     """2×2 max pooling (stride 2) of (N, C, H, W) as the elementwise maximum of the windows' four strided entries:
-    the same values as ``max_pool2d`` (the maximum is exact), 3× faster on CPU for the wide outputs of
-    :meth:`LeNet._shared_input`."""
+    the same values as ``max_pool2d`` (the maximum is exact), and faster on CPU for the wide outputs of
+    :meth:`LeNet._shared_input` (with its ReLU moved after it: 522 → 317 ms for 64 images × 48 networks)."""
     v = h.view(*h.shape[:2], h.shape[2] // 2, 2, h.shape[3] // 2, 2)
     return torch.maximum(torch.maximum(v[:, :, :, 0, :, 0], v[:, :, :, 0, :, 1]),
                          torch.maximum(v[:, :, :, 1, :, 0], v[:, :, :, 1, :, 1]))
