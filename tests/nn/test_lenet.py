@@ -31,6 +31,30 @@ def test_stacked_path_equals_members():
     assert acts["conv2"].shape == (3, 4, 16, 5, 5) and acts["fc2"].shape == (3, 4, 84)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_shared_input_groups_and_pooling_give_the_same_bits(dtype):
+    """LeNet._shared_input (SHARED_GROUP networks per convolution call, each pooling a maximum of strided entries
+    before its ReLU) against the same convolutions of all networks at once with ReLU then ``max_pool2d``: equal bit
+    for bit, for a number of networks that is not a multiple of the group and on images with a blank half (tied
+    pooling windows)."""
+    R = lenet.SHARED_GROUP + 5
+    ens = lenet_ensemble(R, 1, 3, torch.Generator().manual_seed(6), dtype=dtype)
+    p = ens.params
+    x = torch.randn(9, 1, 32, 32, dtype=dtype, generator=torch.Generator().manual_seed(7))
+    x[:, :, :, 16:] = 0
+    w1, w2 = p["conv1.weight"], p["conv2.weight"]
+    h = torch.nn.functional.conv2d(x, w1.reshape(R * 6, 1, 5, 5), p["conv1.bias"].reshape(-1))
+    h = torch.nn.functional.max_pool2d(torch.relu(h), 2)
+    h = torch.nn.functional.conv2d(h, w2.reshape(R * 16, 6, 5, 5), p["conv2.bias"].reshape(-1), groups=R)
+    h = torch.nn.functional.max_pool2d(torch.relu(h), 2).reshape(9, R, -1).transpose(0, 1)
+    for name in ("fc1", "fc2", "output"):
+        h = torch.baddbmm(p[f"{name}.bias"].unsqueeze(1), h, p[f"{name}.weight"].transpose(1, 2))
+        h = torch.relu(h) if name != "output" else h
+    assert torch.equal(LeNet._shared_input(p, x), h)
+    z = torch.randn(2, 5, 6, 8, dtype=dtype)
+    assert torch.equal(lenet._pool2x2(z), torch.nn.functional.max_pool2d(z, 2))
+
+
 @pytest.mark.parametrize("channels, blank", [(1, False), (3, False), (1, True)])
 def test_batch1_sgd_matches_torch_sgd_member_by_member(channels, blank):
     """The written-out step against autograd + ``torch.optim.SGD`` on each member. ``blank``: images with a constant

@@ -148,6 +148,30 @@ def test_linear_separability_lp():
         es.linearly_separable(a, b[:, :2])
 
 
+def test_mean_direction_certificate_gives_the_lp_answers():
+    """The shortcut of linearly_separable (the class-mean difference as normal) answers as the LP alone, on clouds
+    from well apart to intermixed, including separable ones whose mean direction does not separate them."""
+    rng = np.random.default_rng(11)
+    answers, shortcut = [], 0
+    for shift in np.linspace(0.0, 6.0, 25):
+        for _ in range(4):
+            a = rng.standard_normal((30, 3)) + [shift, 0, 0]
+            b = rng.standard_normal((30, 3))
+            w = a.mean(0) - b.mean(0)
+            shortcut += (a @ w).min() > (b @ w).max()
+            answers.append((es.linearly_separable(a, b), es._separable_lp(a, b)))
+    # separable along x only, but the means differ mostly along y: the certificate fails, the LP decides
+    a = np.column_stack([rng.uniform(0.1, 1, 40), rng.uniform(-50, 50, 40), np.zeros(40)])
+    b = np.column_stack([rng.uniform(-1, -0.1, 40), rng.uniform(-50, 50, 40) - 30, np.zeros(40)])
+    w = a.mean(0) - b.mean(0)
+    assert (a @ w).min() <= (b @ w).max()
+    answers.append((es.linearly_separable(a, b), es._separable_lp(a, b)))
+    assert answers[-1] == (True, True)
+    assert all(fast == lp for fast, lp in answers)
+    lp = [ans for _, ans in answers]
+    assert 0 < shortcut < sum(lp) < len(lp)          # the shortcut, the LP's own separable and non-separable cases
+
+
 def test_boundary_at_half_k():
     """S-B: for γ = γ0/(1+t), separable iff γ0 > K/2 (gap (1+t)^{γ0/K} against noise √t)."""
     rng = np.random.default_rng(8)

@@ -114,19 +114,42 @@ class LeNet(nn.Module):
 
     @staticmethod
     def _shared_input(params: Mapping[str, Tensor], x: Tensor) -> Tensor:
-        """(R, n, K) logits of R networks on the same images ``x`` (n, C, 32, 32): the first convolution of all R
-        at once (their filters stacked as R·6 output channels), the second a grouped convolution (groups = R).
-        About 5× faster than the ``unfold`` path on CPU (validation and the untrained control's logits)."""
+        """(R, n, K) logits of R networks on the same images ``x`` (n, C, 32, 32): for SHARED_GROUP networks at a
+        time, the first convolution of all of them at once (their filters stacked as output channels), the second a
+        grouped convolution (one group per network); each pooling before its ReLU (max commutes with it), as the
+        maximum of the four strided entries of its windows (:func:`_pool2x2`). About 5× faster than the ``unfold``
+        path on CPU (validation and the untrained control's logits); the groups and the pooling cut its time by
+        about half again, with the same values bit for bit (tests/nn/test_lenet.py)."""
         R, n = params["conv1.weight"].shape[0], len(x)
-        w1, w2 = params["conv1.weight"], params["conv2.weight"]
-        h = F.conv2d(x, w1.reshape(R * w1.shape[1], *w1.shape[2:]), params["conv1.bias"].reshape(-1))
-        h = F.max_pool2d(F.relu(h), 2)                                              # (n, R·6, 14, 14)
-        h = F.conv2d(h, w2.reshape(R * w2.shape[1], *w2.shape[2:]), params["conv2.bias"].reshape(-1), groups=R)
-        h = F.max_pool2d(F.relu(h), 2).reshape(n, R, -1).transpose(0, 1)             # (R, n, 400)
+        features = []
+        for first in range(0, R, SHARED_GROUP):
+            group = slice(first, min(first + SHARED_GROUP, R))
+            w1, w2 = params["conv1.weight"][group], params["conv2.weight"][group]
+            r = len(w1)
+            h = F.conv2d(x, w1.reshape(r * w1.shape[1], *w1.shape[2:]), params["conv1.bias"][group].reshape(-1))
+            h = _pool2x2(h).relu_()                                                 # (n, r·6, 14, 14)
+            h = F.conv2d(h, w2.reshape(r * w2.shape[1], *w2.shape[2:]), params["conv2.bias"][group].reshape(-1),
+                         groups=r)
+            features.append(_pool2x2(h).relu_().reshape(n, r, -1).transpose(0, 1))  # (r, n, 400)
+        h = torch.cat(features)
         for name in ("fc1", "fc2", "output"):
             h = torch.baddbmm(params[f"{name}.bias"].unsqueeze(1), h, params[f"{name}.weight"].transpose(1, 2))
             h = F.relu(h) if name != "output" else h
         return h
+
+
+SHARED_GROUP = 12
+"""Networks per pair of convolution calls in :meth:`LeNet._shared_input` (measured: 12 at a time 0.7× the time of
+all 48 of the quick GeoMNIST run at once; the values do not depend on it)."""
+
+
+def _pool2x2(h: Tensor) -> Tensor:
+    """2×2 max pooling (stride 2) of (N, C, H, W) as the elementwise maximum of the windows' four strided entries:
+    the same values as ``max_pool2d`` (the maximum is exact), and faster on CPU for the wide outputs of
+    :meth:`LeNet._shared_input` (with its ReLU moved after it: 522 → 317 ms for 64 images × 48 networks)."""
+    v = h.view(*h.shape[:2], h.shape[2] // 2, 2, h.shape[3] // 2, 2)
+    return torch.maximum(torch.maximum(v[:, :, :, 0, :, 0], v[:, :, :, 0, :, 1]),
+                         torch.maximum(v[:, :, :, 1, :, 0], v[:, :, :, 1, :, 1]))
 
 
 @dataclass

@@ -37,8 +37,9 @@ EPS = 0.05
 
 @dataclass(frozen=True)
 class NoiseConfig:
-    p_errs: tuple[float, ...] = param(PAPER_P_ERRS, ge=0, le=1, help="label-corruption rates (paper: 0, 0.1, …, "
-                                                                      "0.6, 2/3, 0.7, 0.8)")
+    p_errs: tuple[float, ...] = param(PAPER_P_ERRS, ge=0, le=1, analysis=True,
+                                      help="label-corruption rates (paper: 0, 0.1, …, 0.6, 2/3, 0.7, 0.8); which "
+                                           "runs there are (each run's own rate is its parameter)")
     n_train: int = param(500, ge=3, help="training images per class (paper: n_tr = 500)")
     n_val: int = param(500, ge=1, help="validation images per class (paper: 500)")
     seeds: int = param(3, ge=1, help="independent replicates of the sweep")
@@ -53,7 +54,8 @@ class NoiseConfig:
     sg_window: int = param(351, ge=5, help="Savitzky–Golay window of α̂, β̂ (Figs. D.5–D.6: 351)")
     tail_n: int = param(1000, ge=10, help="iterations of the tail index (code: the last 1000 of 10⁴)")
     untrained: bool = param(False, help="negative control: the untrained networks (no SGD update)")
-    clean_labels: bool = param(False, help="negative control: no corruption, whatever the nominal p_err")
+    clean_labels: bool = param(False, analysis=True, help="negative control: no corruption, whatever the nominal "
+                                                          "p_err (the runs' parameter: the rate applied)")
     data_seed: int = param(4, ge=0)
 
 
@@ -139,11 +141,14 @@ class LabelNoisePhaseTransition(Experiment):
     )
 
     def runs(self, config: NoiseConfig) -> list[RunSpec]:
-        # the seeds' trials are independent replicates trained as one ensemble per p_err (split in analyse)
-        return [RunSpec(f"p_err={p:.3f}", {"p_err": float(p), "replicates": config.seeds}) for p in config.p_errs]
+        # the seeds' trials are independent replicates trained as one ensemble per p_err (split in analyse); a run's
+        # parameter is the rate it applies, so the clean-label control's run at nominal p_err = 0 is the p_err = 0
+        # run itself (one run key, trained once) and its run at 0.8 trains on clean labels
+        return [RunSpec(f"p_err={p:.3f}", {"p_err": 0.0 if config.clean_labels else float(p),
+                                           "replicates": config.seeds}) for p in config.p_errs]
 
     def execute(self, config: NoiseConfig, run: RunSpec, seed: int, device: str) -> RunResult:
-        p = 0.0 if config.clean_labels else float(run.params["p_err"])
+        p = float(run.params["p_err"])
         xt, yt, xv, yv = geomnist(config.n_train, config.n_val, np.random.default_rng(config.data_seed))
         noisy = corrupt_labels(yt, p, np.random.default_rng([config.data_seed, round(p * 1e6)]), 3)
         return train_log(xt, noisy, xv, yv, n_trials=config.seeds * config.trials, steps=config.steps, lr=config.lr,
