@@ -249,7 +249,7 @@ def test_two_point_recorder_read_off_the_training_pass_is_bitwise_a_separate_pas
         recorder = two_point_recorder(x, y, ["layer1", "layer3"])
         ens = Ensemble(factory, seeds=SEEDS)
         result = train(ens, x, y, steps=steps, lr=LRS, schedule=Schedule.every(3, steps),
-                       recorders={"pair": recorder if reuse else lambda step, model: recorder(step, model)})
+                       recorders={"pair": recorder if reuse else lambda step, model, rec=recorder: rec(step, model)})
         runs.append((result, ens))
     (new, ens_new), (old, ens_old) = runs
     assert np.array_equal(new.records["pair"], old.records["pair"])
