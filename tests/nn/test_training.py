@@ -232,3 +232,28 @@ def test_ensemble_construction_paths():
     assert c.params["linear0.weight"].dtype == torch.float64 and c.k == 2
     torch.testing.assert_close(c(x.double())[1], rebuilt.double()(x.double()))
     assert a.num_parameters() == sum(p.numel() for p in rebuilt.parameters())
+
+
+@pytest.mark.parametrize("activation, skip, steps", [("leaky_relu", 0, 30), ("tanh", 2, 30), ("tanh", 0, 30)])
+def test_two_point_recorder_read_off_the_training_pass_is_bitwise_a_separate_pass(activation, skip, steps):
+    """The fused full-batch step hands a PassRecorder of its own inputs the forward pass it already took (the
+    same parameters, before the update): the records, losses and parameters equal those of a run whose recorder
+    takes its own eval-mode pass, bit for bit (tanh's derivative from the cached activation included)."""
+    from repdyn.data.two_points import two_point_data
+    from repdyn.probes.two_point import two_point_recorder
+
+    factory = partial(MLP, 1, 8, 5, 1, activation=activation, skip=skip, dtype=torch.float64)
+    x, y = two_point_data(np.array([0.5, 0.7, 0.9]), np.array([1.0, 1.0, 0.5]))
+    runs = []
+    for reuse in (True, False):
+        recorder = two_point_recorder(x, y, ["layer1", "layer3"])
+        ens = Ensemble(factory, seeds=SEEDS)
+        result = train(ens, x, y, steps=steps, lr=LRS, schedule=Schedule.every(3, steps),
+                       recorders={"pair": recorder if reuse else lambda step, model, rec=recorder: rec(step, model)})
+        runs.append((result, ens))
+    (new, ens_new), (old, ens_old) = runs
+    assert np.array_equal(new.records["pair"], old.records["pair"])
+    assert np.array_equal(new.loss, old.loss)
+    for name, p in ens_new.params.items():
+        assert torch.equal(p, ens_old.params[name]), name
+    assert np.ptp(new.records["pair"][:, :, 0]) > 0  # the recorded u moved: not a comparison of constants

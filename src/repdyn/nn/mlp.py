@@ -21,6 +21,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+BMM_ROWS = 256
+"""From this many points per member on, the fused forward pass takes b + hWᵀ as a batched matmul and an in-place add
+instead of one baddbmm: MKL's baddbmm with a broadcast bias took 1.4-1.6 × as long at 500 points (the quick digits
+run's hidden layers; the same values bit for bit there), and was as fast or faster at 2-200 points."""
+
 ACTIVATIONS = ("leaky_relu", "relu", "tanh", "elu", "silu", "identity")
 """Activation names accepted by :func:`activation_function` (silu = swish, x·sigmoid(x))."""
 
@@ -207,45 +212,81 @@ class MLP(nn.Module):
         """Whether :meth:`fused_gd_update` applies (no dropout, every layer with a bias)."""
         return self.dropout_p == 0 and self.output.bias is not None
 
+    def fused_plan(self, params: Mapping[str, Tensor]) -> list[tuple[Tensor, Tensor, Tensor, Tensor]]:
+        """Per layer (linear0, ..., output): (W, Wᵀ, b, b[:, None]) of the stacked ``params``, for
+        :meth:`fused_gd_forward` and :meth:`fused_gd_update`. The views stay valid while the parameters are updated
+        in place, so a training loop builds them once instead of every step (the same tensors: bit for bit the same
+        steps)."""
+        names = [f"linear{l}" for l in range(self.depth)] + ["output"]
+        return [(params[f"{n}.weight"], params[f"{n}.weight"].transpose(1, 2), params[f"{n}.bias"],
+                 params[f"{n}.bias"].unsqueeze(1)) for n in names]
+
     @torch.no_grad()
-    def fused_gd_forward(self, params: Mapping[str, Tensor], x: Tensor) -> tuple[Tensor, list[Tensor]]:
+    def fused_gd_forward(self, plan: list[tuple[Tensor, Tensor, Tensor, Tensor]], x: Tensor
+                         ) -> tuple[Tensor, list[Tensor]]:
         """The stacked forward pass without an autograd graph, keeping what :meth:`fused_gd_update` needs:
-        returns the (K, n, d_out) output and the cache [input, z_0, h_0, ..., z_{depth-1}, h_{depth-1}]."""
+        returns the (K, n, d_out) output and the cache [input, z_0, h_0, ..., z_{depth-1}, h_{depth-1}] (``plan``:
+        :meth:`fused_plan` of the parameters)."""
         cache = [x]
         h = x
         for l in range(self.depth):
-            weight, bias = params[f"linear{l}.weight"], params[f"linear{l}.bias"]
-            z = (torch.matmul(h, weight.transpose(1, 2)) + bias.unsqueeze(1) if h.dim() == 2
-                 else torch.baddbmm(bias.unsqueeze(1), h, weight.transpose(1, 2)))
+            _, weight_t, _, bias_row = plan[l]
+            if h.dim() == 2:
+                z = torch.matmul(h, weight_t) + bias_row
+            elif h.shape[1] >= BMM_ROWS:
+                z = torch.bmm(h, weight_t).add_(bias_row)
+            else:
+                z = torch.baddbmm(bias_row, h, weight_t)
             h = self.phi(z)
             if self.skip and l >= self.skip:
                 h = h + cache[2 * (l - self.skip) + 2]
             cache += [z, h]
-        out = torch.baddbmm(params["output.bias"].unsqueeze(1), h, params["output.weight"].transpose(1, 2))
+        _, weight_t, _, bias_row = plan[-1]
+        out = torch.baddbmm(bias_row, h, weight_t)
         return out, cache
 
+    def fused_taps(self, cache: list[Tensor], out: Tensor, names: Collection[str]) -> dict[str, Tensor]:
+        """The representations ``names`` ("preact{l}", "layer{l}", "output") from :meth:`fused_gd_forward`'s cache
+        and output: what :meth:`forward_stacked` returns for them on the same inputs and parameters (no dropout)."""
+        found = {}
+        for name in names:
+            if name == "output":
+                found[name] = out
+            elif name.startswith("preact"):
+                found[name] = cache[2 * int(name.removeprefix("preact")) + 1]
+            else:
+                found[name] = cache[2 * int(name.removeprefix("layer")) + 2]
+        return found
+
     @torch.no_grad()
-    def fused_gd_update(self, params: Mapping[str, Tensor], cache: list[Tensor], scaled_grad_out: Tensor) -> None:
+    def fused_gd_update(self, plan: list[tuple[Tensor, Tensor, Tensor, Tensor]], cache: list[Tensor],
+                        scaled_grad_out: Tensor) -> None:
         """One gradient-descent step in place, by hand-written back-propagation: each weight's update
         W ← W − δᵀh is fused into one in-place batched matmul, so no gradient tensor is ever stored.
 
         ``scaled_grad_out`` is lr_k·∂L_k/∂output (K, n, d_out) for member k. The result equals autograd + SGD
         (tested against one-by-one torch.optim runs); it reads every weight twice instead of the four passes of
-        backward + optimizer.
+        backward + optimizer. tanh's derivative is taken from the cached activation tanh(z) where no skip
+        connection was added to it (the same tensor a recomputation gives, without the recomputation).
         """
         delta = scaled_grad_out
         grad_h: list[Tensor | None] = [None] * self.depth
-        weight = params["output.weight"]
+        weight, _, bias, _ = plan[-1]
         grad_h[-1] = torch.bmm(delta, weight)
         weight.baddbmm_(delta.transpose(1, 2), cache[-1], alpha=-1.0)
-        params["output.bias"].sub_(delta.sum(1))
+        bias.sub_(delta.sum(1))
+        tanh = self.activation == "tanh"
         for l in range(self.depth - 1, -1, -1):
             z, below, upstream = cache[2 * l + 1], cache[2 * l], grad_h[l]
-            dz = self.phi_backward(upstream, z)
-            if self.skip and l >= self.skip:
+            skipped = self.skip and l >= self.skip
+            if tanh and not skipped:
+                dz = torch.ops.aten.tanh_backward(upstream, cache[2 * l + 2])
+            else:
+                dz = self.phi_backward(upstream, z)
+            if skipped:
                 earlier = grad_h[l - self.skip]
                 grad_h[l - self.skip] = upstream if earlier is None else earlier + upstream
-            weight = params[f"linear{l}.weight"]
+            weight, _, bias, _ = plan[l]
             if l > 0:
                 propagated = torch.bmm(dz, weight)
                 grad_h[l - 1] = propagated if grad_h[l - 1] is None else grad_h[l - 1] + propagated
@@ -253,7 +294,7 @@ class MLP(nn.Module):
                 weight.sub_(torch.matmul(dz.transpose(1, 2), below))
             else:
                 weight.baddbmm_(dz.transpose(1, 2), below, alpha=-1.0)
-            params[f"linear{l}.bias"].sub_(dz.sum(1))
+            bias.sub_(dz.sum(1))
 
     def layer_names(self) -> list[str]:
         """Names of the representations a probe can read, input to output."""

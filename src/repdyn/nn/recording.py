@@ -7,12 +7,29 @@ it runs under ``torch.no_grad()`` only at recorded steps, so it costs nothing on
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from torch import Tensor, nn
 
 Recorder = Callable[[int, nn.Module], Tensor]
+
+
+@dataclass(frozen=True)
+class PassRecorder:
+    """A recorder whose value depends only on the representations of ``inputs`` at ``layers`` (and the output),
+    read in eval mode. Where the training step's own forward pass ran on ``inputs`` (the same tensor) without dropout,
+    the training loop reads them off that pass (``from_pass``, given {layer: (K, n, ...)}) instead of running the
+    same forward pass again: the same tensors, bit for bit."""
+
+    record: Recorder
+    inputs: Tensor
+    layers: Sequence[str]
+    from_pass: Callable[[Mapping[str, Tensor]], Tensor]
+
+    def __call__(self, step: int, model: nn.Module) -> Tensor:
+        return self.record(step, model)
 
 
 class Schedule:

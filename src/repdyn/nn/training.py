@@ -22,7 +22,7 @@ from repdyn.nn.ensemble import Ensemble
 from repdyn.nn.losses import PointLoss, get_loss, mse_half, mse_half_output_grad
 from repdyn.nn.optim import StackedOptimizer, member_values
 from repdyn.nn.progress import report
-from repdyn.nn.recording import Recorder, Schedule
+from repdyn.nn.recording import PassRecorder, Recorder, Schedule
 
 StopCriterion = Callable[[int, Tensor], bool]
 """``(step, losses (K,)) -> bool``: stop after recording this step when it returns True."""
@@ -139,6 +139,7 @@ def train(
     fused = (fused_step and optimizer in ("gd", "sgd") and not weight_decay and model._stacked
              and getattr(base, "supports_fused_step", False))
     fused_state: list[Any] = []
+    plan = base.fused_plan(model.params) if fused else None
     closed_form = point_loss is mse_half
 
     def step_losses(xb: Tensor, yb: Tensor) -> Tensor:
@@ -146,16 +147,28 @@ def train(
         head only (none for ½-MSE, whose output gradient it keeps instead: see :func:`mse_half_output_grad`)."""
         if not fused:
             return losses_on(xb, yb)
-        out, cache = base.fused_gd_forward(model.params, xb)
+        out, cache = base.fused_gd_forward(plan, xb)
         if closed_form:
             residual = out - yb
-            fused_state[:] = [residual, cache]
+            fused_state[:] = [residual, cache, out]
             return (0.5 * residual.pow(2).sum(-1)).mean(-1)
         out.requires_grad_()
-        fused_state[:] = [out, cache]
+        fused_state[:] = [out, cache, out.detach()]
         return point_loss(out, yb).mean(-1)
 
     member_rows = torch.arange(k, device=x.device).unsqueeze(1)
+
+    @torch.no_grad()
+    def record_all(step: int) -> None:
+        """Every recorder at ``step``; a :class:`PassRecorder` of the full-batch inputs reads the fused step's own
+        forward pass on them (taken at this step's parameters, before the update)."""
+        for name, recorder in recorders.items():
+            if fused and full_batch and isinstance(recorder, PassRecorder) and recorder.inputs is x:
+                _, cache, out = fused_state
+                value = recorder.from_pass(base.fused_taps(cache, out, recorder.layers))
+            else:
+                value = recorder(step, model)
+            recorded[name].append(value.detach().clone())
 
     def select(t: Tensor, per_member: bool, idx: Tensor) -> Tensor:
         if idx.dim() == 2:  # (K, b) per-member indices
@@ -229,9 +242,7 @@ def train(
         if record:
             recorded_steps.append(step)
             recorded_loss.append(current.clone())
-            with torch.no_grad():
-                for name, recorder in recorders.items():
-                    recorded[name].append(recorder(step, model).detach().clone())
+            record_all(step)
         if step == steps:
             break
         done = (stop_loss is not None and bool((current[alive] <= stop_loss).all())) or (
@@ -240,20 +251,18 @@ def train(
             if not record:  # the last state is always recorded
                 recorded_steps.append(step)
                 recorded_loss.append(current.clone())
-                with torch.no_grad():
-                    for name, recorder in recorders.items():
-                        recorded[name].append(recorder(step, model).detach().clone())
+                record_all(step)
             break
         scale = opt.loss_scale
         if fused:
-            head, cache = fused_state
+            head, cache, _ = fused_state
             if closed_form:
                 grad_out = mse_half_output_grad(head, scale)
             else:
                 (grad_out,) = torch.autograd.grad((batch_loss * scale).sum(), head)
             if not bool(alive.all()):
                 grad_out = torch.where(alive.view(-1, 1, 1), grad_out, torch.zeros_like(grad_out))
-            base.fused_gd_update(model.params, cache, grad_out)
+            base.fused_gd_update(plan, cache, grad_out)
             continue
         grads = torch.autograd.grad((batch_loss * scale).sum() if scale is not None else batch_loss.sum(), params)
         if not bool(alive.all()):

@@ -7,14 +7,14 @@ outputs, w = ‖dy‖² − dyᵀ(y_2 − y_1) (Eq. 8) and ȳ = (f(x_1) + f(x_2)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
 from repdyn.nn.ensemble import Ensemble
-from repdyn.nn.recording import Recorder
+from repdyn.nn.recording import PassRecorder, Recorder
 from repdyn.probes.activations import activations, check_layers, layer_names
 
 OUTPUT = "output"
@@ -99,4 +99,8 @@ def two_point_recorder(x: Tensor, y: Tensor, layers: Sequence[str]) -> Recorder:
     def record(_step: int, model: nn.Module) -> Tensor:
         return measure_two_point(model, x, y, layers).packed()
 
-    return record
+    def from_pass(found: Mapping[str, Tensor]) -> Tensor:  # an ensemble's forward pass: (K, 2, f...) per layer
+        return pair_statistics([found[name].flatten(start_dim=2) for name in layers], found[OUTPUT], y).packed()
+
+    layers = list(layers)
+    return PassRecorder(record, x, [*layers, OUTPUT], from_pass)
