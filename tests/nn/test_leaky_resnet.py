@@ -69,6 +69,26 @@ def test_hand_written_gradient_equals_autograd():
     assert (reps[:, :-1] < 0).any() and (reps[:, :-1] > 0).any()  # both branches of the ReLU are exercised
 
 
+def test_reused_workspace_gives_the_fresh_computation_bit_for_bit():
+    # fit passes one workspace to every step: a later call with other weights and steps (and a call of another
+    # shape, which rebuilds it) must return exactly what a call with fresh tensors returns
+    x, y = _data()
+    workspace = {}
+    g = torch.Generator().manual_seed(5)
+    for depth, members in ((5, 3), (5, 3), (3, 2)):
+        rho = torch.rand(members, depth, generator=g, dtype=torch.float64)
+        model = LeakyResNet.initialise(depth, 6, 3, 2, torch.linspace(0.5, 3.0, members).tolist(),
+                                       rho / rho.sum(-1, keepdim=True), g)
+        with torch.no_grad():
+            model.weight[..., -1] = torch.randn(members, depth, 6, generator=g, dtype=torch.float64)
+        a0 = model.input_representation(x)
+        fresh = objective_gradient(model, a0, y.T, 0.03, norms=True)
+        reused = objective_gradient(model, a0, y.T, 0.03, norms=True, workspace=workspace)
+        for got, expected in zip((*reused[:3], *reused[3]), (*fresh[:3], *fresh[3]), strict=True):
+            assert torch.equal(got, expected)
+        assert workspace["features"].shape == (depth, members, 7, 9)
+
+
 def test_adaptive_rule_from_norms_is_the_rule_on_representations():
     g = torch.Generator().manual_seed(4)
     reps = torch.randn(3, 7, 4, 5, generator=g, dtype=torch.float64)

@@ -132,8 +132,26 @@ def data_cost(prediction: Tensor, target: Tensor) -> Tensor:
     return ((target - prediction) ** 2).sum((-1, -2)) / prediction.shape[-1]
 
 
+def _buffers(workspace: dict[str, Tensor] | None, like: Tensor, depth: int, k: int, width: int, n: int
+             ) -> dict[str, Tensor]:
+    """The tensors :func:`objective_gradient` writes into, kept in ``workspace`` from one step to the next: a
+    training loop that allocated them at every step would page-fault on the fresh memory of every large one."""
+    shapes = {"features": (depth, k, width + 1, n), "outer": (depth, k, width + 1, width),
+              "scaled": (k, depth, width, width + 1), "rep0": (k, width, n), "rep1": (k, width, n),
+              "back": (k, width, n), "g0": (k, width, n), "g1": (k, width, n)}
+    if workspace is None:
+        workspace = {}
+    if not workspace or workspace["features"].shape != shapes["features"] or workspace["features"].dtype != like.dtype \
+            or workspace["features"].device != like.device:
+        workspace.clear()
+        workspace.update({name: like.new_empty(shape) for name, shape in shapes.items()})
+        workspace["features"][:, :, width] = 1  # the bias rows of sigma, never overwritten
+    return workspace
+
+
 @torch.no_grad()
-def objective_gradient(model: LeakyResNet, a0: Tensor, target: Tensor, lam: float, norms: bool = False
+def objective_gradient(model: LeakyResNet, a0: Tensor, target: Tensor, lam: float, norms: bool = False,
+                       workspace: dict[str, Tensor] | None = None
                        ) -> tuple[Tensor, Tensor, Tensor, tuple[Tensor, Tensor] | None]:
     """The training objective per member and its gradient in the weights by a hand-written backward pass (the
     adjoint of [E-DISC], seed 002 §2.4 / spec 002 §3.12; equal to autograd's, tests/nn/test_leaky_resnet.py).
@@ -144,28 +162,31 @@ def objective_gradient(model: LeakyResNet, a0: Tensor, target: Tensor, lam: floa
         dObj/dW_l = rho_l (G_l sigma(A_{l-1})^T + lambda / L~ W_l),
         G_{l-1} = c_l G_l + 1[A_{l-1} > 0] * ((rho_l V_l)^T G_l).
 
-    Three matrix products per layer and a few in-place element-wise passes, no autograd graph: a training step at
-    the quick shapes is 1.5-1.7x cheaper than autograd through
-    :func:`repdyn.theory.leaky_resnet.leaky_forward_layers` (docs/reproduction/002.md, fourth session); the matrix
-    products are then most of a step. ``a0`` is ``A_0`` ``(K, w, N)``, ``target`` ``(K or 1, d_out, N)``. Returns
-    ``(objective, cost, grad, norms)``: objective and data cost ``(K,)``, the gradient shaped like the weights
+    Three matrix products per layer and a few in-place element-wise passes into preallocated tensors, no autograd
+    graph: a training step at the quick shapes is 1.5-1.7x cheaper than autograd through
+    :func:`repdyn.theory.leaky_resnet.leaky_forward_layers` (docs/reproduction/002.md, fourth session), and
+    reusing the tensors of ``workspace`` (a dict the caller keeps between steps; filled on the first call) saves
+    the page faults of fresh memory (fifth session). ``a0`` is ``A_0`` ``(K, w, N)``, ``target``
+    ``(K or 1, d_out, N)``. Returns ``(objective, cost, grad, norms)``: objective and data cost ``(K,)``, the
+    gradient shaped like the weights (a workspace tensor, overwritten by the next call with the same workspace)
     and, if ``norms``, ``(||A_l||, ||A_l - A_{l-1}||)`` for l = 1..L, ``(K, L)`` each (what the adaptive rule
     needs, :func:`repdyn.theory.leaky_resnet.adaptive_steps_from_norms`).
     """
     weights, rho, lt = model.weight.detach(), model.rho, model.ltilde
     k, depth, width, _ = weights.shape
     n = a0.shape[-1]
+    ws = _buffers(workspace, weights, depth, k, width, n)
+    features, outer = ws["features"], ws["outer"]
     keep = (1 - rho * lt[:, None])[..., None, None].unbind(1)  # c_l, (K, 1, 1) each
-    scaled = (rho[..., None, None] * weights).unbind(1)  # rho_l W_l, (K, w, w+1) each
-    features = []  # sigma(A_{l-1}) = ([A_{l-1}]_+, 1), (K, w+1, N) each
+    scaled_all = torch.mul(rho[..., None, None], weights, out=ws["scaled"])  # rho_l W_l, (K, L, w, w+1)
+    scaled = scaled_all.unbind(1)
+    back_maps = scaled_all[..., :width].transpose(-1, -2).unbind(1)  # (rho_l V_l)^T, (K, w, w) each
     rep_norms, step_norms = [], []
     a = a0
     for layer in range(depth):
-        sigma = a0.new_empty(k, width + 1, n)
-        sigma[:, width] = 1
+        sigma = features[layer]  # sigma(A_{l-1}) = ([A_{l-1}]_+, 1)
         torch.clamp(a, min=0, out=sigma[:, :width])
-        features.append(sigma)
-        new = torch.bmm(scaled[layer], sigma).addcmul_(a, keep[layer])
+        new = torch.bmm(scaled[layer], sigma, out=ws[f"rep{layer % 2}"]).addcmul_(a, keep[layer])
         if norms:
             rep_norms.append(torch.linalg.vector_norm(new, dim=(-2, -1)))
             step_norms.append(torch.linalg.vector_norm(new - a, dim=(-2, -1)))
@@ -173,18 +194,20 @@ def objective_gradient(model: LeakyResNet, a0: Tensor, target: Tensor, lam: floa
     residual = target - model.u_out @ a
     cost = (residual**2).sum((-1, -2)) / n
     objective = cost + model.regulariser(lam)
-    decay = lam / lt
     g = model.u_out.transpose(-1, -2) @ residual * (-2.0 / n)
-    grad = torch.empty_like(weights)
+    spare = (ws["g0"], ws["g1"])
     for layer in reversed(range(depth)):
         sigma = features[layer]
-        # G sigma^T computed as (sigma G^T)^T: the faster layout of the product on the CPU
-        outer = torch.bmm(sigma, g.transpose(-1, -2)).transpose(-1, -2)
-        torch.addcmul(scaled[layer] * decay[:, None, None], outer, rho[:, layer, None, None], out=grad[:, layer])
+        # G_l sigma(A_{l-1})^T computed as (sigma G^T)^T: the faster layout of the product on the CPU
+        torch.bmm(sigma, g.transpose(-1, -2), out=outer[layer])
         if layer:
-            back = scaled[layer][..., :width].transpose(-1, -2) @ g
+            back = torch.bmm(back_maps[layer], g, out=ws["back"])
             # ReLU'(A_{l-1}) = 1[sigma > 0], applied without building the mask (autograd's own ReLU backward)
-            g = torch.ops.aten.threshold_backward(back, sigma[:, :width], 0).addcmul_(g, keep[layer])
+            new = spare[layer % 2]
+            torch.ops.aten.threshold_backward.grad_input(back, sigma[:, :width], 0, grad_input=new)
+            g = new.addcmul_(g, keep[layer])
+    # rho_l (G_l sigma^T + lambda / L~ W_l), written over rho_l W_l (no longer needed)
+    grad = scaled_all.mul_((lam / lt)[:, None, None, None]).addcmul_(outer.permute(1, 0, 3, 2), rho[..., None, None])
     found = (torch.stack(rep_norms, -1), torch.stack(step_norms, -1)) if norms else None
     return objective, cost, grad, found
 
@@ -245,6 +268,7 @@ def fit(model: LeakyResNet, x: Tensor, y: Tensor, lam: float, plan: TrainingPlan
     with torch.no_grad():
         a0 = model.input_representation(x)
     adapts = bool(adaptive.any())
+    workspace: dict[str, Tensor] = {}
     history: dict[str, list] = {"step": [], "objective": [], "data_cost": [], "max_rho_ltilde": []}
     ones = torch.ones(model.members, dtype=model.weight.dtype)
     phases = [("adam", plan.adam_steps, plan.adam_lr), ("gd", plan.gd_steps, plan.gd_lr)]
@@ -278,7 +302,8 @@ def fit(model: LeakyResNet, x: Tensor, y: Tensor, lam: float, plan: TrainingPlan
                 optimiser.set_lr((plan.adam_lr_final + (lr - plan.adam_lr_final) * decay) * ones)
             adapting = kind == "adam" or plan.adaptive_in_gd
             adapt = adapting and adapts and step >= plan.adaptive_warmup and step % plan.adaptive_every == 0
-            objective, cost, grad, norms = objective_gradient(model, a0, target, lam, norms=adapt)
+            objective, cost, grad, norms = objective_gradient(model, a0, target, lam, norms=adapt,
+                                                              workspace=workspace)
             report(step, total, objective)
             check_finite(objective, step, "objective")
             optimiser.step([grad])

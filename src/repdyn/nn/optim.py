@@ -53,6 +53,7 @@ class StackedOptimizer:
         self.t = 0
         self.set_lr(lr)
         self.state: list[tuple[Tensor, ...]] = []
+        self._scratch: list[tuple[Tensor, Tensor]] = []  # Adam's two temporaries per parameter, reused every step
 
     def state_dict(self) -> dict:
         """What a checkpoint needs to continue bit for bit: step count, per-member rates, moment buffers."""
@@ -114,10 +115,13 @@ class StackedOptimizer:
             beta1, beta2 = self.betas
             if not self.state:
                 self.state = [(torch.zeros_like(p), torch.zeros_like(p)) for p in self.params]
+            if not self._scratch:
+                self._scratch = [(torch.empty_like(p), torch.empty_like(p)) for p in self.params]
             correction1 = 1.0 - beta1**self.t
             root_correction2 = (1.0 - beta2**self.t) ** 0.5
-            for p, g, (m, v), lr in zip(self.params, grads, self.state, self.lr, strict=True):
+            for p, g, (m, v), lr, (denom, step) in zip(self.params, grads, self.state, self.lr, self._scratch,
+                                                       strict=True):
                 m.lerp_(g, 1.0 - beta1)
                 v.mul_(beta2).addcmul_(g, g, value=1.0 - beta2)
-                denom = (v.sqrt() / root_correction2).add_(self.eps)
-                p.addcdiv_(m * (lr / correction1), denom, value=-1.0)
+                torch.sqrt(v, out=denom).div_(root_correction2).add_(self.eps)
+                p.addcdiv_(torch.mul(m, lr / correction1, out=step), denom, value=-1.0)
