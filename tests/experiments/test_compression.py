@@ -243,3 +243,76 @@ def test_momentum_flow_descends_the_softhinge_and_is_deterministic() -> None:
         assert softhinge(y * 1e-2 * (f - f0), 1e-2) < softhinge(torch.zeros(16), 1e-2)
         finals.append(f)
     torch.testing.assert_close(finals[0], finals[1], rtol=0, atol=0)
+
+
+def _former_loop(net, x, y, alpha, max_dgrad, max_steps, d_parallel=1, max_dout=0.1):
+    """The integrator's step rule as it was written before session 29 (one allocating tensor op per quantity, a
+    (5, S) record stacked every step, outside inference mode), without compaction or checkpoints: the reference of
+    the fast loop."""
+    import math
+
+    from repdyn.nn.hidden_layer import _stack_params, _Workspace, hinge_loss
+    from repdyn.theory.compression import amplification
+    h = net.w.shape[1]
+    dgrad_free_dt = h * math.sqrt(net.w.shape[2] / 2) / 160
+    y = y.to(x.dtype)
+    ws = _Workspace(x, y, alpha, h)
+    theta = _stack_params(net).to(x.dtype)
+    ws.f0 = ws.direction(theta)[0].clone()
+    out, grad = ws.direction(theta)[:2]
+    dt = torch.ones(x.shape[0], dtype=torch.float64)
+    t, t_star = torch.zeros_like(dt), torch.full_like(dt, math.nan)
+    lam = amplification(theta[..., :-2], d_parallel)
+    lam_star, lam_max, last_rejected = torch.full_like(lam, math.nan), lam.clone(), torch.full_like(lam, math.inf)
+    fitted = (alpha * y * out >= 1).to(x.dtype).mean(dim=1)
+    running = fitted < 1
+
+    def row():
+        return torch.stack([t.to(x.dtype), lam, fitted, hinge_loss(out, y, alpha) * alpha, dt.to(x.dtype)])
+    records = [row()]
+    for _ in range(max_steps):
+        trial = torch.addcmul(theta, (dt * running).to(x.dtype)[:, None, None], grad)
+        out_new, grad_new = ws.direction(trial)[:2]
+        gn, gnn = grad.flatten(1), grad_new.flatten(1)
+        norms = gn.norm(dim=1) * gnn.norm(dim=1)
+        dgrad = torch.where(norms > 0, (gn - gnn).pow(2).sum(dim=1) / norms.clamp_min(1e-300), 0.0)
+        dout = (out_new - out).abs().amax(dim=1) * alpha
+        margin_event = ((alpha * y * out_new < 1) != (alpha * y * out < 1)).any(dim=1)
+        small = dout < max_dout
+        jump = running & small & ((dgrad > 0.1 * last_rejected) | margin_event)
+        accept = running & small & ((dgrad < max_dgrad) | jump | (dt < dgrad_free_dt))
+        grow = accept & (dout < 0.5 * max_dout) & ((dgrad < 0.5 * max_dgrad) | jump | (dt < dgrad_free_dt))
+        reject = running & ~accept
+        last_rejected = torch.where(reject & small, dgrad, math.inf)
+        theta = torch.where(accept[:, None, None], trial, theta)
+        grad = torch.where(accept[:, None, None], grad_new, grad)
+        out = torch.where(accept[:, None], out_new, out)
+        t = torch.where(accept, t + dt, t)
+        dt = torch.where(grow, dt * 1.1, torch.where(reject, dt / 10, dt))
+        lam = amplification(theta[..., :-2], d_parallel)
+        lam_max = torch.where(accept, torch.maximum(lam_max, lam), lam_max)
+        fitted = (alpha * y * out >= 1).to(x.dtype).mean(dim=1)
+        first = accept & torch.isnan(t_star) & (fitted > 0.1)
+        t_star, lam_star = torch.where(first, t, t_star), torch.where(first, lam, lam_star)
+        running = running & (fitted < 1)
+        records.append(row())
+    return theta, t, t_star, lam_star, lam_max, torch.stack(records, dim=-1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_fast_loop_is_bitwise_the_former_one(dtype) -> None:
+    """Session 29: the loop reuses the margins and active set of the direction, keeps each step's (S,) tensors as
+    its record and runs in inference mode; every number is that of the former loop, bit for bit."""
+    from repdyn.nn.hidden_layer import _stack_params
+    gen = torch.Generator().manual_seed(4)
+    x, y = sample_manifold("stripe", 96, 5, gen, batch=(3,))
+    net0 = init_hidden_layer(3, 40, 5, gen)
+    net0 = type(net0)(*(v.to(dtype) for v in (net0.w, net0.b, net0.beta)))
+    theta, t, t_star, lam_star, lam_max, records = _former_loop(net0, x.to(dtype), y, 1e-4, 1e-2, 600)
+    res = train_gradient_flow(net0, x.to(dtype), y, 1e-4, max_dgrad=1e-2, max_steps=600)
+    assert bool(torch.isfinite(t_star).any()), "t* should be reached: the case must test its update"
+    assert torch.equal(_stack_params(res.net), theta) and torch.equal(res.t, t)
+    for got, want in ((res.t_star, t_star), (res.lambda_star, lam_star), (res.lambda_max, lam_max)):
+        assert torch.equal(got.nan_to_num(-1), want.nan_to_num(-1))
+    for i, key in enumerate(("t", "amplification", "fitted", "loss", "dt")):
+        assert torch.equal(res.history[key], records[i]), key

@@ -80,7 +80,12 @@ def hidden_layer_output(net: HiddenLayerNet, x: torch.Tensor) -> torch.Tensor:
 
 def hinge_loss(f_centered: torch.Tensor, y: torch.Tensor, alpha: float) -> torch.Tensor:
     """L = (1/(αp)) Σ_μ max(0, 1 − α y f̃) per trial (spec 003 §2.3: the 1/α makes −∇L equal Eq. 2)."""
-    return (1 - alpha * y * f_centered).clamp_min(0).mean(dim=-1) / alpha
+    return margin_hinge_loss(alpha * y * f_centered, alpha)
+
+
+def margin_hinge_loss(margins: torch.Tensor, alpha: float) -> torch.Tensor:
+    """:func:`hinge_loss` from the margins α y f̃ (the integrator has them already)."""
+    return (1 - margins).clamp_min(0).mean(dim=-1) / alpha
 
 
 def hinge_descent_direction(net: HiddenLayerNet, x: torch.Tensor, y: torch.Tensor, f0: torch.Tensor,
@@ -140,6 +145,7 @@ class _Workspace:
         self.d, self.h, self.alpha = d, h, alpha
         self.xs = torch.cat([x / math.sqrt(d), torch.ones_like(x[..., :1])], dim=-1)
         self.y = y
+        self.alpha_y = alpha * y
         self.y_scaled = y * (SQRT2 / (h * p))
         self.u = x.new_empty(n_trials, p, h)
         self.f0 = torch.zeros_like(y)
@@ -148,23 +154,75 @@ class _Workspace:
         """The workspace of the trials ``keep`` only (new, smaller buffers)."""
         ws = _Workspace.__new__(_Workspace)
         ws.d, ws.h, ws.alpha = self.d, self.h, self.alpha
-        ws.xs, ws.y, ws.y_scaled, ws.f0 = self.xs[keep], self.y[keep], self.y_scaled[keep], self.f0[keep]
+        ws.xs, ws.y, ws.alpha_y, ws.y_scaled, ws.f0 = (v[keep] for v in (self.xs, self.y, self.alpha_y,
+                                                                         self.y_scaled, self.f0))
         ws.u = self.u.new_empty(keep.numel(), *self.u.shape[1:])
         return ws
 
-    def direction(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(f̃ = f − f₀ on the training set (S, p), −∇L as (S, h, d + 2)) at parameters θ; same as
-        :func:`hinge_descent_direction`."""
+    def direction(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(f̃ = f − f₀ on the training set (S, p), −∇L as (S, h, d + 2), the margins α y f̃ and the hinge's active
+        set α y f̃ < 1) at parameters θ; the first two are :func:`hinge_descent_direction`'s."""
         d1 = self.d + 1
         torch.bmm(self.xs, theta[..., :d1].transpose(1, 2), out=self.u)
         act = self.u.clamp_min_(0)
         beta = theta[..., d1]
         f_centered = torch.bmm(beta.unsqueeze(1), act.transpose(1, 2)).squeeze(1).mul_(SQRT2 / self.h).sub_(self.f0)
-        g = torch.where(self.alpha * self.y * f_centered < 1, self.y_scaled, 0.0)
+        margins = self.alpha_y * f_centered
+        active = margins < 1
+        g = torch.where(active, self.y_scaled, 0.0)
         dbeta = torch.bmm(g.unsqueeze(1), act).squeeze(1)
         gate = act.sign_()  # Θ(u), in the same buffer (σ(u) is no longer needed)
         dwb = torch.bmm((self.xs * g.unsqueeze(-1)).transpose(1, 2), gate).transpose(1, 2).mul_(beta.unsqueeze(-1))
-        return f_centered, torch.cat([dwb, dbeta.unsqueeze(-1)], dim=-1)
+        return f_centered, torch.cat([dwb, dbeta.unsqueeze(-1)], dim=-1), margins, active
+
+
+class _Records:
+    """The per-step records (t, Λ, fitted fraction, loss, dt) of a batched integration, (5, S, T) at the end.
+
+    A step's record is its own (S,) tensors, kept as they are (the loop makes new ones every step) and stacked once
+    at the end: recording costs no tensor operation per step. After a compaction the records hold the running
+    trials ``idx`` only; each stopped trial repeats the values it had when it was dropped (``freeze``)."""
+
+    def __init__(self, n_trials: int, dtype: torch.dtype, device: torch.device) -> None:
+        self.dtype = dtype
+        self.blocks: list[torch.Tensor] = []  # (5, S, T) each, the steps before the latest compaction
+        self.pending: list[tuple[torch.Tensor, ...]] = []  # (t, Λ, fitted, loss, dt) of the trials idx, a step each
+        self.frozen = torch.zeros(5, n_trials, dtype=dtype, device=device)
+        self.idx: torch.Tensor | None = None  # None: every trial
+
+    def add(self, *values: torch.Tensor) -> None:
+        self.pending.append(values)
+
+    def _rows(self, columns: torch.Tensor) -> torch.Tensor:
+        """(5, len(idx), T) → (5, S, T): the stopped trials' frozen values around the running ones."""
+        if self.idx is None:
+            return columns
+        rows = self.frozen.unsqueeze(-1).expand(-1, -1, columns.shape[-1]).clone()
+        return rows.index_copy_(1, self.idx, columns)
+
+    def flush(self) -> None:
+        if self.pending:
+            columns = torch.stack([torch.stack(v, dim=-1).to(self.dtype) for v in zip(*self.pending, strict=True)])
+            self.blocks.append(self._rows(columns))
+            self.pending = []
+
+    def freeze(self, *values: torch.Tensor) -> None:
+        """Before a compaction: the current values of the running trials become those of every trial's record."""
+        self.flush()
+        self.frozen = self._rows(torch.stack([v.to(self.dtype) for v in values]).unsqueeze(-1)).squeeze(-1)
+
+    def state(self) -> dict:
+        self.flush()
+        return {"blocks": list(self.blocks), "frozen": self.frozen}
+
+    def restore(self, state: dict, idx: torch.Tensor) -> None:
+        self.blocks, self.pending, self.frozen = list(state["blocks"]), [], state["frozen"]
+        self.idx = idx if idx.numel() < self.frozen.shape[1] else None
+
+    def stacked(self) -> torch.Tensor:
+        """(5, S, T) of every record, outside inference mode."""
+        self.flush()
+        return torch.cat(self.blocks, dim=-1) if len(self.blocks) > 1 else self.blocks[0].clone()
 
 
 def _check(finite: torch.Tensor, step: int) -> None:
@@ -235,30 +293,25 @@ def train_gradient_flow(net: HiddenLayerNet, x: torch.Tensor, y: torch.Tensor, a
     y = y.to(x.dtype)
     ws = _Workspace(x, y, alpha, h)
     theta = _stack_params(net).to(x.dtype)
-    f0, _ = ws.direction(theta)
+    f0, *_ = ws.direction(theta)
     ws.f0 = f0.clone()
-    out, grad = ws.direction(theta)
+    out, grad, margins, _ = ws.direction(theta)
     dt = torch.ones(n_trials, dtype=torch.float64, device=x.device)
     t = torch.zeros_like(dt)
     t_star = torch.full_like(dt, math.nan)
     lam = amplification(theta[..., :-2], d_parallel)
     lam_star, lam_max = torch.full_like(lam, math.nan), lam.clone()
     at_t_star = theta.clone()
-    fitted = (alpha * y * out >= 1).to(x.dtype).mean(dim=1)
+    fitted = (margins >= 1).to(x.dtype).mean(dim=1)
     running = fitted < stop_fraction
     finite = torch.ones((), dtype=torch.bool, device=x.device)
-    records: list[torch.Tensor] = []
+    records = _Records(n_trials, x.dtype, x.device)
     neurons: list[torch.Tensor] = []
     idx = torch.arange(n_trials, device=x.device)  # the trials still integrated (compaction drops stopped ones)
-    frozen_row = torch.zeros(5, n_trials, dtype=x.dtype, device=x.device)
     frozen_neurons = theta[:, :trace_neurons].clone()
 
-    def row() -> torch.Tensor:
-        loss = hinge_loss(out, y, alpha) * alpha
-        return frozen_row.index_copy(1, idx, torch.stack([t.to(x.dtype), lam, fitted, loss, dt.to(x.dtype)]))
-
     def record() -> None:
-        records.append(row())
+        records.add(t, lam, fitted, margin_hinge_loss(margins, alpha) * alpha, dt)
         if trace_neurons:
             neurons.append(frozen_neurons.index_copy(0, idx, theta[:, :trace_neurons]))
 
@@ -276,72 +329,81 @@ def train_gradient_flow(net: HiddenLayerNet, x: torch.Tensor, y: torch.Tensor, a
     resumed_at = 0
     if saved is not None:
         resumed_at = steps = saved["steps"]
-        idx, finite, frozen_row, frozen_neurons, full = (saved[k] for k in ("idx", "finite", "frozen_row",
-                                                                            "frozen_neurons", "full"))
-        records[:], neurons[:] = saved["records"], saved["neurons"]
-        (theta, grad, out, dt, t, t_star, lam, lam_star, lam_max, at_t_star, fitted, running,
+        idx, finite, frozen_neurons, full = (saved[k] for k in ("idx", "finite", "frozen_neurons", "full"))
+        records.restore(saved["records"], idx)
+        neurons[:] = saved["neurons"]
+        (theta, grad, out, margins, dt, t, t_star, lam, lam_star, lam_max, at_t_star, fitted, running,
          last_rejected) = saved["state"]
         y, inf, ws = y[idx], inf[idx], ws.subset(idx)
     cap = Cap(max_steps)
-    while steps < max_steps:
-        if steps % sync_every == 0:
-            _check(finite, steps)
-            n_running = int(running.sum())
-            if n_running == 0:
-                break
-            if n_running <= idx.numel() // 2:  # compact: integrate only the running trials from here on
-                state = (theta, grad, out, dt, t, t_star, lam, lam_star, lam_max, at_t_star, fitted, running,
-                         last_rejected)
-                for holder, value in zip(full, state, strict=True):
-                    holder.index_copy_(0, idx, value)
-                frozen_row = row()
-                if trace_neurons:
-                    frozen_neurons = frozen_neurons.index_copy(0, idx, theta[:, :trace_neurons])
-                keep = running.nonzero().squeeze(1)
-                idx, y, inf, ws = idx[keep], y[keep], inf[keep], ws.subset(keep)
-                (theta, grad, out, dt, t, t_star, lam, lam_star, lam_max, at_t_star, fitted, running,
-                 last_rejected) = (v[keep] for v in state)
-        if checkpoints is not None and steps > resumed_at and checkpoints.due():
-            checkpoints.save(slot, {
-                "steps": steps, "idx": idx, "finite": finite, "frozen_row": frozen_row,
-                "frozen_neurons": frozen_neurons, "records": list(records), "neurons": list(neurons),
-                "full": [v.clone() for v in full],
-                "state": tuple(v.clone() for v in (theta, grad, out, dt, t, t_star, lam, lam_star, lam_max,
-                                                   at_t_star, fitted, running, last_rejected))})
-        report(steps, cap)
-        steps += 1
-        step = (dt * running).to(x.dtype)
-        trial = torch.addcmul(theta, step[:, None, None], grad)
-        out_new, grad_new = ws.direction(trial)
-        finite = finite & torch.isfinite(out_new).all()
-        gn, gnn = grad.flatten(1), grad_new.flatten(1)
-        norms = gn.norm(dim=1) * gnn.norm(dim=1)
-        dgrad = torch.where(norms > 0, (gn - gnn).pow(2).sum(dim=1) / norms.clamp_min(1e-300), 0.0)
-        dout = (out_new - out).abs().amax(dim=1) * alpha
-        margin_event = ((alpha * y * out_new < 1) != (alpha * y * out < 1)).any(dim=1)
-        small = dout < max_dout
-        jump = running & small & ((dgrad > 0.1 * last_rejected) | margin_event)
-        accept = running & small & ((dgrad < max_dgrad) | jump | (dt < dgrad_free_dt))
-        smooth = (dgrad < 0.5 * max_dgrad) | (jump | (dt < dgrad_free_dt)) & grow_on_jumps
-        grow = accept & (dout < 0.5 * max_dout) & smooth
-        reject = running & ~accept
-        last_rejected = torch.where(reject & small, dgrad, inf)
-        sel = accept[:, None, None]
-        theta = torch.where(sel, trial, theta)
-        grad = torch.where(sel, grad_new, grad)
-        out = torch.where(accept[:, None], out_new, out)
-        t = torch.where(accept, t + dt, t)
-        dt = torch.where(grow, dt * 1.1, torch.where(reject, dt / 10, dt))
-        lam = amplification(theta[..., :-2], d_parallel)
-        lam_max = torch.where(accept, torch.maximum(lam_max, lam), lam_max)
-        fitted = (alpha * y * out >= 1).to(x.dtype).mean(dim=1)
-        first = accept & torch.isnan(t_star) & (fitted > 0.1)
-        t_star = torch.where(first, t, t_star)
-        lam_star = torch.where(first, lam, lam_star)
-        at_t_star = torch.where(first[:, None, None], theta, at_t_star)
-        running = running & (fitted < stop_fraction)
-        if steps % record_every == 0:
-            record()
+    # inference mode: the same kernels without autograd's bookkeeping, which is most of the cost of the step
+    # control's small (S,) operations; every tensor that leaves the loop is copied out of it below
+    with torch.inference_mode():
+        while steps < max_steps:
+            if steps % sync_every == 0:
+                _check(finite, steps)
+                n_running = int(running.sum())
+                if n_running == 0:
+                    break
+                if n_running <= idx.numel() // 2:  # compact: integrate only the running trials from here on
+                    state = (theta, grad, out, dt, t, t_star, lam, lam_star, lam_max, at_t_star, fitted, running,
+                             last_rejected)
+                    for holder, value in zip(full, state, strict=True):
+                        holder.index_copy_(0, idx, value)
+                    records.freeze(t, lam, fitted, margin_hinge_loss(margins, alpha) * alpha, dt)
+                    if trace_neurons:
+                        frozen_neurons = frozen_neurons.index_copy(0, idx, theta[:, :trace_neurons])
+                    keep = running.nonzero().squeeze(1)
+                    idx, y, inf, ws = idx[keep], y[keep], inf[keep], ws.subset(keep)
+                    records.idx = idx
+                    (theta, grad, out, margins, dt, t, t_star, lam, lam_star, lam_max, at_t_star, fitted, running,
+                     last_rejected) = (v[keep] for v in (*state[:3], margins, *state[3:]))
+            if checkpoints is not None and steps > resumed_at and checkpoints.due():
+                checkpoints.save(slot, {
+                    "steps": steps, "idx": idx, "finite": finite, "frozen_neurons": frozen_neurons,
+                    "records": records.state(), "neurons": list(neurons), "full": [v.clone() for v in full],
+                    "state": tuple(v.clone() for v in (theta, grad, out, margins, dt, t, t_star, lam, lam_star,
+                                                       lam_max, at_t_star, fitted, running, last_rejected))})
+            report(steps, cap)
+            steps += 1
+            step = (dt * running).to(x.dtype)
+            trial = torch.addcmul(theta, step[:, None, None], grad)
+            out_new, grad_new, margins_new, active_new = ws.direction(trial)
+            dout = (out_new - out).abs().amax(dim=1) * alpha
+            finite = finite & (dout < math.inf).all()  # NaN or ±inf in out_new (out is finite: accepted or f̃(0))
+            gn, gnn = grad.flatten(1), grad_new.flatten(1)
+            norms = gn.norm(dim=1) * gnn.norm(dim=1)
+            dgrad = torch.where(norms > 0, (gn - gnn).pow(2).sum(dim=1) / norms.clamp_min(1e-300), 0.0)
+            margin_event = (active_new != (margins < 1)).any(dim=1)
+            small = dout < max_dout
+            ran_small = running & small
+            below = dt < dgrad_free_dt
+            jump = ran_small & ((dgrad > 0.1 * last_rejected) | margin_event)
+            unchecked = jump | below  # accepted without the dgrad test
+            accept = ran_small & ((dgrad < max_dgrad) | unchecked)
+            smooth = dgrad < 0.5 * max_dgrad
+            if grow_on_jumps:
+                smooth = smooth | unchecked
+            grow = accept & (dout < 0.5 * max_dout) & smooth
+            reject = running & ~accept
+            last_rejected = torch.where(reject & small, dgrad, inf)
+            sel = accept[:, None, None]
+            theta = torch.where(sel, trial, theta)
+            grad = torch.where(sel, grad_new, grad)
+            out = torch.where(accept[:, None], out_new, out)
+            margins = torch.where(accept[:, None], margins_new, margins)
+            t = torch.where(accept, t + dt, t)
+            dt = torch.where(grow, dt * 1.1, torch.where(reject, dt / 10, dt))
+            lam = amplification(theta[..., :-2], d_parallel)
+            lam_max = torch.where(accept, torch.maximum(lam_max, lam), lam_max)
+            fitted = (margins >= 1).to(x.dtype).mean(dim=1)
+            first = accept & torch.isnan(t_star) & (fitted > 0.1)
+            t_star = torch.where(first, t, t_star)
+            lam_star = torch.where(first, lam, lam_star)
+            at_t_star = torch.where(first[:, None, None], theta, at_t_star)
+            running = running & (fitted < stop_fraction)
+            if steps % record_every == 0:
+                record()
     _check(finite, steps)
     if steps % record_every != 0:
         record()
@@ -349,8 +411,7 @@ def train_gradient_flow(net: HiddenLayerNet, x: torch.Tensor, y: torch.Tensor, a
                                     running, last_rejected), strict=True):
         holder.index_copy_(0, idx, value)
     theta, t, t_star, lam_star, lam_max, at_t_star, running = (full[i] for i in (0, 4, 5, 7, 8, 9, 11))
-    stacked = torch.stack(records, dim=-1)
-    history = {k: stacked[i] for i, k in enumerate(("t", "amplification", "fitted", "loss", "dt"))}
+    history = dict(zip(("t", "amplification", "fitted", "loss", "dt"), records.stacked(), strict=True))
     if trace_neurons:
         history["neurons"] = torch.stack(neurons, dim=1)
     result = FlowResult(_unstack_params(theta), f0, t, t_star, lam_star, lam_max, _unstack_params(at_t_star),
