@@ -185,14 +185,17 @@ def write_manifest(plan_: Plan) -> None:
     })
 
 
-def load_plan(out: str | os.PathLike[str]) -> Plan:
-    """The plan recorded in ``out/manifest.json`` (for ``repdyn report``)."""
+def load_plan(out: str | os.PathLike[str], only: str | None = None) -> Plan:
+    """The plan recorded in ``out/manifest.json`` (for ``repdyn report``); with ``only``, of that experiment alone
+    (what one analysis task needs: the others are not prepared again)."""
     path = Path(out) / MANIFEST
     if not path.is_file():
         raise ConfigError(f"{out}: no {MANIFEST} here; give the folder a `repdyn reproduce --out` wrote")
     manifest = json.loads(path.read_text())
     planned = []
     for name, config in manifest["experiments"].items():
+        if only is not None and name != only:
+            continue
         experiment = registry.get(name)
         config = from_dict(experiment.Config, config)
         planned.append(PlannedExperiment(experiment, config, _prepare(experiment, config)))
@@ -294,8 +297,8 @@ def analyse(plan_: Plan, *, recompute: bool = True, jobs: int = 1) -> list[Exper
 
 
 def _analyse_named(out: str, name: str, recompute: bool) -> ExperimentOutcome:
-    plan_ = load_plan(out)
-    return _analyse_item(plan_, next(item for item in plan_.experiments if item.name == name), recompute)
+    plan_ = load_plan(out, only=name)
+    return _analyse_item(plan_, plan_.experiments[0], recompute)
 
 
 def _analyse_item(plan_: Plan, item: PlannedExperiment, recompute: bool) -> ExperimentOutcome:
