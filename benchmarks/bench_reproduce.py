@@ -40,10 +40,38 @@ def stored_runs(runs_root: Path) -> list[dict]:
     return metas
 
 
+def reference_seconds() -> float:
+    """CPU-seconds of a fixed workload (400 full-batch gradient steps of a float64 tanh MLP, 32-256-256-1 on 512
+    points, one thread): this machine's speed at the moment of the benchmark. A shared machine's speed drifts with
+    its host's load, so run CPU times of two benchmarks compare only in units of this."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        rng = torch.Generator().manual_seed(0)
+        x, y = (torch.randn(512, n, generator=rng, dtype=torch.float64) for n in (32, 1))
+        weights = [(torch.randn(a, b, generator=rng, dtype=torch.float64) / a**0.5).requires_grad_()
+                   for a, b in ((32, 256), (256, 256), (256, 1))]
+        start = time.process_time()
+        for _ in range(400):
+            h = x
+            for w in weights[:-1]:
+                h = torch.tanh(h @ w)
+            grads = torch.autograd.grad(((h @ weights[-1] - y) ** 2).mean(), weights)
+            with torch.no_grad():
+                for w, g in zip(weights, grads, strict=True):
+                    w -= 1e-3 * g
+        return time.process_time() - start
+    finally:
+        torch.set_num_threads(threads)
+
+
 def run(only: str | None = None) -> str:
     """Time the whole quick reproduction (``only``: a comma-separated subset, for checking this benchmark)."""
     subset = ["--only", only] if only else []
     load = os.getloadavg()[0]
+    reference = reference_seconds()
     with tempfile.TemporaryDirectory(prefix="repdyn-bench-") as folder:
         out = Path(folder) / "out"
         began = time.time()
@@ -82,6 +110,9 @@ def run(only: str | None = None) -> str:
         f"{os.cpu_count()} CPUs, load average {load:.1f} at the start. Peak memory (max RSS of one process) "
         f"{peak_mib:.0f} MiB. Verdicts of the {summary['total']} claims: {counts}; "
         f"{len(summary['differ'])} differ from the recorded verdict.",
+        "",
+        f"Machine speed: the fixed reference workload (`reference_seconds`) took {reference:.2f} CPU-s just before "
+        "the reproduction; compare run CPU times of two benchmarks in units of it.",
         "",
         f"Where the wall time goes: {first - began:.0f} s before the first run starts (planning, data preparation, "
         f"worker start-up), {last - first:.0f} s from the first run's start to the last run's end (the runs' CPU "
