@@ -87,13 +87,15 @@ def run(only: str | None = None) -> str:
         summary = json.loads(done.stdout)
         metas = stored_runs(out / "runs")
     per_experiment: dict[str, dict] = defaultdict(lambda: {"runs": 0, "cpu": 0.0, "longest": 0.0, "diverged": 0,
-                                                           "verdicts": defaultdict(int)})
+                                                           "analysis": 0.0, "verdicts": defaultdict(int)})
     for meta in metas:
         row = per_experiment[meta["experiment"]]
         row["runs"] += 1
         row["cpu"] += meta.get("cpu_seconds", meta.get("seconds", 0.0))
         row["longest"] = max(row["longest"], meta.get("seconds", 0.0))
         row["diverged"] += meta.get("status") == "diverged"
+    for name, seconds in summary["analysis_seconds"].items():
+        per_experiment[name]["analysis"] = seconds
     for claim in summary["claims"]:
         documented = claim["verdict"] == "not reproduced" == claim["recorded"]
         per_experiment[claim["experiment"]]["verdicts"][claim["verdict"] + " (documented)" * documented] += 1
@@ -120,8 +122,11 @@ def run(only: str | None = None) -> str:
         f"there; the analyses of the experiments finished by then run in the rest), {ended - last:.0f} s after it "
         f"(the analyses of the last experiments to finish, and the report).",
         "",
-        "| paper (topic) | CPU time of its runs (s) | budget (s) | verdicts |",
-        "|---|---:|---:|---|",
+        f"The analyses took {sum(row['analysis'] for row in per_experiment.values()):.0f} CPU-s in all (reading the "
+        "runs, fits, figures; not part of a topic's budget, which counts its runs).",
+        "",
+        "| paper (topic) | CPU time of its runs (s) | budget (s) | CPU time of its analyses (s) | verdicts |",
+        "|---|---:|---:|---:|---|",
     ]
     for topic, budget in PAPER_BUDGET_S.items():
         rows = [row for name, row in per_experiment.items() if name.split(".")[0] == topic]
@@ -131,15 +136,16 @@ def run(only: str | None = None) -> str:
                 tally[key] += n
         cpu = sum(row["cpu"] for row in rows)
         lines.append(f"| {topic} | {cpu:.0f} | {budget}{' (over)' if cpu > budget else ''} | "
+                     f"{sum(row['analysis'] for row in rows):.0f} | "
                      + ", ".join(f"{tally[v]} {v}" for v in SHORT if tally[v]) + " |")
-    lines += ["", "| experiment | runs | CPU time of runs (s) | longest run, wall (s) | diverged runs | verdicts "
-              "(R reproduced, D not reproduced as documented, N not reproduced, I inconclusive, V vacuous, "
-              "S skipped) |",
-              "|---|---:|---:|---:|---:|---|"]
+    lines += ["", "| experiment | runs | CPU time of runs (s) | longest run, wall (s) | diverged runs | "
+              "analysis CPU (s) | verdicts (R reproduced, D not reproduced as documented, N not reproduced, "
+              "I inconclusive, V vacuous, S skipped) |",
+              "|---|---:|---:|---:|---:|---:|---|"]
     for name, row in sorted(per_experiment.items(), key=lambda item: -item[1]["cpu"]):
         tags = " ".join(f"{n}{SHORT[v]}" for v, n in sorted(row["verdicts"].items()))
         lines.append(f"| {name} | {row['runs']} | {row['cpu']:.1f} | {row['longest']:.1f} | {row['diverged']} | "
-                     f"{tags} |")
+                     f"{row['analysis']:.1f} | {tags} |")
     lines += ["", f"Reproduce: `{COMMAND}{' --only ' + only if only else ''}`"]
     return "\n".join(lines)
 

@@ -119,6 +119,7 @@ def _finish(plan_: Plan, outcomes: list[ExperimentOutcome], as_json: bool) -> No
     if as_json:
         print(json.dumps({"report": str(index), "verdicts": counts, "total": len(claims),
                           "differ": [f"{c.experiment}:{c.id}" for c in differ],
+                          "analysis_seconds": {o.name: round(o.analysis_seconds, 3) for o in outcomes},
                           "claims": [c.to_json() for c in claims]}, indent=2))
     else:
         print(f"{len(claims)} claims: " + ", ".join(f"{n} {verdict}" for verdict, n in counts.items() if n))

@@ -31,6 +31,8 @@ def test_run_writes_report_claims_and_metrics(tmp_path, cli_env):
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
     assert summary["verdicts"]["reproduced"] == summary["total"] == 2 and summary["differ"] == []
+    # the analysis's own CPU time (a figure of two loss curves: more than nothing, well under 30 s)
+    assert list(summary["analysis_seconds"]) == [FIXTURE] and 0 < summary["analysis_seconds"][FIXTURE] < 30
     claims = json.loads((out / "claims.json").read_text())
     assert {c["id"] for c in claims["claims"]} == {"converges", "first_lr"}
     assert all(c["estimate"] < 1e-6 and c["verdict"] == "reproduced" for c in claims["claims"])

@@ -14,6 +14,7 @@ import io
 import json
 import logging
 import os
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,6 +83,8 @@ class ExperimentOutcome:
     runs: list[dict[str, Any]]  # label, status, seconds, step
     notes: str = ""
     errors: list[str] = field(default_factory=list)
+    analysis_seconds: float = 0.0
+    """CPU-seconds of this process spent reading the stored runs, analysing them and drawing the figures."""
 
 
 def check_scale(scale: str) -> str:
@@ -302,6 +305,12 @@ def _analyse_named(out: str, name: str, recompute: bool) -> ExperimentOutcome:
 
 
 def _analyse_item(plan_: Plan, item: PlannedExperiment, recompute: bool) -> ExperimentOutcome:
+    start = time.process_time()
+    outcome = _outcome_of(plan_, item, recompute)
+    return dataclasses.replace(outcome, analysis_seconds=time.process_time() - start)
+
+
+def _outcome_of(plan_: Plan, item: PlannedExperiment, recompute: bool) -> ExperimentOutcome:
     experiment = item.experiment
     if item.skip_reason is not None:
         return ExperimentOutcome(
