@@ -234,3 +234,34 @@ def test_digits_probes_fig14_after_taylor_epochs_without_changing_the_training()
     np.testing.assert_allclose(a["hidden"], b["hidden"], rtol=1e-12)
     np.testing.assert_array_equal(a["taylor0_ratio_h"], b["taylor0_ratio_h"])
     assert not np.allclose(a["taylor_ratio_h"], b["taylor_ratio_h"])
+
+
+def test_random_features_measures_the_ks_distance_from_eq47_in_critical_values():
+    from repdyn.experiments.effective_theory.final_distance import FinalDistance
+
+    rng = np.random.default_rng(1)
+    gain, tau_ratio, n = 0.05, 0.5, 40
+    X = np.tile([0.25, 1.0, 2.25], n)[:n]
+    Y = np.tile([1.0, 0.25, 1.0, 0.0], n)[:n]
+    a_low = et.a_low(X, Y, tau_ratio)
+    a_high = np.sqrt(2) * X * gain * rng.standard_normal(n)  # App. A.6: A_high ~ N(0, 2X²G²)
+    final = 0.5 * a_high + np.sqrt(0.25 * a_high**2 + a_low**2)
+    final[Y == 0] = 1e-6  # merged: excluded (Eq. 47 has an atom at 0 there)
+
+    def measure(final, loss=None, trained=True):
+        res = {"X": X, "Y": Y, "u": np.stack([X * gain, final])[:, :, None],  # mean ‖dh(0)‖²/X = G
+               "loss": np.stack([np.ones(n), np.zeros(n) if loss is None else loss])}
+        notes = []
+        return FinalDistance._random_features(res, slice(0, n), tau_ratio, 1e-3, trained, notes), notes
+
+    kept = int((Y > 0).sum())
+    own, notes = measure(final)
+    assert own == pytest.approx(et.final_distance_ks(final[Y > 0], a_low[Y > 0], X[Y > 0], gain)
+                                / et.ks_critical(kept))
+    assert own < 1.0 and f"over {kept} of {kept}" in notes[0]
+    # 5 % more than Eq. 47 at every point is far outside its width (√2 X G ≤ 0.16): rejected.
+    assert measure(np.where(Y > 0, 1.05 * final, final))[0] > 1.5
+    # non-converged trials are discarded, and an untrained run has none
+    loss = np.where(np.arange(n) < 10, 1.0, 0.0)
+    assert "over 22 of 30" in measure(final, loss)[1][0]
+    assert np.isnan(measure(final, trained=False)[0])

@@ -172,6 +172,47 @@ def test_final_distance_distribution_matches_monte_carlo():
     np.testing.assert_allclose(et.final_distance_pdf(h, a_low, x2, gain), numeric / (2 * eps), rtol=1e-5, atol=1e-8)
 
 
+def _a6_sample(rng, n, gain, x2, y2):
+    """Final ‖dh‖² drawn through Eq. 10 from App. A.6's initialisation model (τ_y/τ_h = 1)."""
+    a_high = x2 * ((gain + gain * rng.standard_normal(n)) - (gain + gain * rng.standard_normal(n)))
+    a_low = math.sqrt(x2 * y2)
+    return 0.5 * a_high + np.sqrt(0.25 * a_high**2 + a_low**2), a_low
+
+
+def test_ks_distance_of_eq47_is_small_on_its_own_samples_and_large_on_others():
+    rng = np.random.default_rng(5)
+    gain, x2, y2, n = 0.3, 0.25, 1.0, 30
+    crit = et.ks_critical(n)
+    own, other, wider = [], [], []
+    for _ in range(200):
+        final, a_low = _a6_sample(rng, n, gain, x2, y2)
+        own.append(et.final_distance_ks(final, a_low, x2, gain))
+        other.append(et.final_distance_ks(_a6_sample(rng, n, 3 * gain, x2, y2)[0], a_low, x2, gain))
+        wider.append(et.final_distance_ks(rng.lognormal(math.log(a_low), 0.1, n), a_low, x2, 0.01))
+    own, other, wider = map(np.asarray, (own, other, wider))
+    # A sample from Eq. 47 exceeds the 5 % critical value about 5 % of the time (binomial sd of 200 draws: 1.5 %).
+    assert 0.0 < np.mean(own > crit) < 0.11
+    assert np.median(own) < 0.6 * crit
+    # Three times the gain (a wider distribution) and a 10 % spread around A_low at G = 0.01 are rejected.
+    assert np.mean(other > crit) > 0.9
+    assert np.all(wider > 1.5 * crit)  # the PITs sit at 0 or 1: D is at least the larger of the two shares
+
+
+def test_ks_critical_values_match_the_tables():
+    # Massey (1951), two-sided 5 %: n = 10: 0.41, n = 20: 0.29; large n: 1.36 / sqrt(n)
+    assert et.ks_critical(10) == pytest.approx(0.409, abs=1e-3)
+    assert et.ks_critical(20) == pytest.approx(0.294, abs=1e-3)
+    assert et.ks_critical(2000) * math.sqrt(2000) == pytest.approx(1.358, abs=0.01)
+    # and by simulation: the KS distance of n uniforms from the uniform cdf
+    rng = np.random.default_rng(0)
+    u = np.sort(rng.random((20000, 7)), axis=1)
+    i = np.arange(1, 8)
+    d = np.maximum((i / 7 - u).max(axis=1), (u - (i - 1) / 7).max(axis=1))
+    assert np.mean(d > et.ks_critical(7)) == pytest.approx(0.05, abs=0.006)
+    with pytest.raises(ValueError):
+        et.final_distance_ks(np.array([0.1, -0.2]), 0.5, 0.25, 0.3)
+
+
 def test_exponential_weighting_is_E_D_E():
     D = np.array([[0.0, 1.0, 2.0], [1.0, 0.0, 3.0], [2.0, 3.0, 0.0]])
     P = et.exponentially_weighted(D)

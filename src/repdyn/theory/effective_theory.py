@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import integrate, optimize, special
+from scipy import integrate, optimize, special, stats
 
 MAX_STEPS = 10**8
 """LSODA steps allowed per solve (solve_ivp sets no limit; a solve that stalls fails by its step size instead)."""
@@ -262,10 +262,11 @@ def lazy_rescaled(trajectory: Trajectory, gain: float) -> Trajectory:
                       w=trajectory.w / gain**2)
 
 
-def final_distance_cdf(h: np.ndarray, a_low_value: float, X: float, gain: float) -> np.ndarray:
+def final_distance_cdf(h: np.ndarray, a_low_value: np.ndarray | float, X: np.ndarray | float,
+                       gain: float) -> np.ndarray:
     """Eq. 47 (App. A.6, with τ_y/τ_h = 1 as the paper assumes): P(‖dh(∞)‖² < h) for A_high ~ N(0, 2X²G²)."""
     h = np.asarray(h, dtype=float)
-    return special.ndtr((h - a_low_value**2 / h) / (math.sqrt(2) * X * gain))
+    return special.ndtr((h - np.asarray(a_low_value) ** 2 / h) / (math.sqrt(2) * np.asarray(X) * gain))
 
 
 def final_distance_pdf(h: np.ndarray, a_low_value: float, X: float, gain: float) -> np.ndarray:
@@ -273,6 +274,24 @@ def final_distance_pdf(h: np.ndarray, a_low_value: float, X: float, gain: float)
     h = np.asarray(h, dtype=float)
     z = (h - a_low_value**2 / h) / (math.sqrt(2) * X * gain)
     return (1 + a_low_value**2 / h**2) / (2 * math.sqrt(math.pi) * X * gain) * np.exp(-0.5 * z**2)
+
+
+def final_distance_ks(final: np.ndarray, a_low_value: np.ndarray | float, X: np.ndarray | float,
+                      gain: float) -> float:
+    """Kolmogorov-Smirnov distance of final squared distances (all > 0) from Eq. 47: sup |F_n − uniform| of their
+    Eq. 47 probabilities P(‖dh(∞)‖² < h), each at its own A_low and X (arrays broadcast) under one gain G; at a single
+    (A_low, X) this is the KS distance from Eq. 47 itself."""
+    final = np.asarray(final, dtype=float)
+    if final.size == 0 or not (final > 0).all():
+        raise ValueError("Eq. 47 is a distribution on h > 0: the sample needs positive final distances")
+    pit = np.broadcast_to(final_distance_cdf(final, a_low_value, X, gain), final.shape).ravel()
+    return float(stats.kstest(pit, "uniform").statistic)
+
+
+def ks_critical(n: int, alpha: float = 0.05) -> float:
+    """The exact level-``alpha`` critical value of the one-sample KS distance of n points from a fully specified
+    continuous distribution: a sample drawn from it exceeds this with probability ``alpha``."""
+    return float(stats.kstwo.ppf(1.0 - alpha, n))
 
 
 def exponentially_weighted(distances: np.ndarray) -> np.ndarray:
