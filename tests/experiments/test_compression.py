@@ -316,3 +316,30 @@ def test_fast_loop_is_bitwise_the_former_one(dtype) -> None:
         assert torch.equal(got.nan_to_num(-1), want.nan_to_num(-1))
     for i, key in enumerate(("t", "amplification", "fitted", "loss", "dt")):
         assert torch.equal(res.history[key], records[i]), key
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_flow_without_records_keeps_every_number(dtype) -> None:
+    """Session 30: record_every = 0 (the experiments that store no history) skips the per-step records and their
+    hinge loss; the weights, t, t*, Λ*, Λ_max, the stop flags and the step count are the same bits, with compaction
+    (the trials stop at different steps) and without. The loop keeps ‖g‖ of the accepted gradient instead of
+    recomputing it: test_fast_loop_is_bitwise_the_former_one checks that against the former loop."""
+    from repdyn.nn.hidden_layer import _stack_params
+    gen = torch.Generator().manual_seed(5)
+    x, y = sample_manifold("stripe", 64, 5, gen, batch=(4,))
+    net0 = init_hidden_layer(4, 30, 5, gen)
+    net0 = type(net0)(*(v.to(dtype) for v in (net0.w, net0.b, net0.beta)))
+    for stop in (1.0, 0.3):
+        runs = [train_gradient_flow(net0, x.to(dtype), y, 1e-2, max_dgrad=1e-2, max_steps=800, stop_fraction=stop,
+                                    record_every=every) for every in (1, 0)]
+        with_records, without = runs
+        assert without.history == {} and with_records.history["t"].shape[1] == with_records.steps + 1
+        assert without.steps == with_records.steps
+        if stop < 1:
+            assert int(with_records.stopped.sum()) >= 2, "half the trials must stop (the batch is compacted)"
+        assert torch.equal(_stack_params(without.net), _stack_params(with_records.net))
+        assert torch.equal(_stack_params(without.at_t_star), _stack_params(with_records.at_t_star))
+        for name in ("t", "t_star", "lambda_star", "lambda_max", "stopped"):
+            assert torch.equal(getattr(without, name).nan_to_num(-1), getattr(with_records, name).nan_to_num(-1)), name
+    with pytest.raises(ValueError, match="trace_neurons"):
+        train_gradient_flow(net0, x.to(dtype), y, 1e-2, max_steps=5, record_every=0, trace_neurons=2)

@@ -111,7 +111,8 @@ class FlowResult:
     t_star: first time the fitted fraction #{y F ≥ 1}/p exceeds 0.1 (NaN if never); at_t_star: the weights at
     that step; lambda_star / lambda_max: Λ(t*) and max_t Λ(t) (Eq. 9); stopped: reached the stop fraction
     (else capped by ``max_steps``); history: per-iteration arrays t, Λ, fitted fraction, loss (S columns)
-    and optionally the traced neurons' weights (S, T, k, d + 2) as columns (ω, b, β).
+    and optionally the traced neurons' weights (S, T, k, d + 2) as columns (ω, b, β); empty with
+    ``record_every = 0``.
     """
 
     net: HiddenLayerNet
@@ -277,6 +278,9 @@ def train_gradient_flow(net: HiddenLayerNet, x: torch.Tensor, y: torch.Tensor, a
     a GPU). A stopped trial takes zero steps, so syncing later only repeats its final state in the records. The
     weights' dtype is the computation's (float32 suffices for the network); times are kept in float64.
 
+    ``record_every``: steps between the history's records; 0 records none (the history is empty, the loss of a
+    step is not computed): the dynamics, t, t*, Λ*, Λ_max and the weights are the same bits either way.
+
     x: (S, p, d), y: (S, p); the input ``net`` is the initialisation f₀ and is not modified.
     """
     if not 0 < stop_fraction <= 1:
@@ -285,8 +289,10 @@ def train_gradient_flow(net: HiddenLayerNet, x: torch.Tensor, y: torch.Tensor, a
         raise ValueError(f"alpha={alpha}, max_dgrad={max_dgrad}, max_dout={max_dout} must all be > 0")
     if sync_every is None:
         sync_every = 1 if x.device.type == "cpu" else 64
-    if sync_every < 1 or record_every < 1:
-        raise ValueError(f"sync_every={sync_every}, record_every={record_every} must be >= 1")
+    if sync_every < 1 or record_every < 0:
+        raise ValueError(f"sync_every={sync_every} must be >= 1 and record_every={record_every} >= 0")
+    if record_every == 0 and trace_neurons:
+        raise ValueError("trace_neurons needs the per-step records (record_every >= 1)")
     n_trials, h = x.shape[0], net.w.shape[1]
     if dgrad_free_dt is None:
         dgrad_free_dt = h * math.sqrt(net.w.shape[2] / 2) / 160
@@ -296,6 +302,7 @@ def train_gradient_flow(net: HiddenLayerNet, x: torch.Tensor, y: torch.Tensor, a
     f0, *_ = ws.direction(theta)
     ws.f0 = f0.clone()
     out, grad, margins, _ = ws.direction(theta)
+    gnorm = torch.linalg.vector_norm(grad.flatten(1), dim=1)  # ‖g‖ of the accepted gradient, kept across steps
     dt = torch.ones(n_trials, dtype=torch.float64, device=x.device)
     t = torch.zeros_like(dt)
     t_star = torch.full_like(dt, math.nan)
@@ -311,6 +318,8 @@ def train_gradient_flow(net: HiddenLayerNet, x: torch.Tensor, y: torch.Tensor, a
     frozen_neurons = theta[:, :trace_neurons].clone()
 
     def record() -> None:
+        if not record_every:
+            return
         records.add(t, lam, fitted, margin_hinge_loss(margins, alpha) * alpha, dt)
         if trace_neurons:
             neurons.append(frozen_neurons.index_copy(0, idx, theta[:, :trace_neurons]))
@@ -335,6 +344,7 @@ def train_gradient_flow(net: HiddenLayerNet, x: torch.Tensor, y: torch.Tensor, a
         (theta, grad, out, margins, dt, t, t_star, lam, lam_star, lam_max, at_t_star, fitted, running,
          last_rejected) = saved["state"]
         y, inf, ws = y[idx], inf[idx], ws.subset(idx)
+        gnorm = torch.linalg.vector_norm(grad.flatten(1), dim=1)
     cap = Cap(max_steps)
     # inference mode: the same kernels without autograd's bookkeeping, which is most of the cost of the step
     # control's small (S,) operations; every tensor that leaves the loop is copied out of it below
@@ -350,7 +360,8 @@ def train_gradient_flow(net: HiddenLayerNet, x: torch.Tensor, y: torch.Tensor, a
                              last_rejected)
                     for holder, value in zip(full, state, strict=True):
                         holder.index_copy_(0, idx, value)
-                    records.freeze(t, lam, fitted, margin_hinge_loss(margins, alpha) * alpha, dt)
+                    if record_every:
+                        records.freeze(t, lam, fitted, margin_hinge_loss(margins, alpha) * alpha, dt)
                     if trace_neurons:
                         frozen_neurons = frozen_neurons.index_copy(0, idx, theta[:, :trace_neurons])
                     keep = running.nonzero().squeeze(1)
@@ -358,6 +369,7 @@ def train_gradient_flow(net: HiddenLayerNet, x: torch.Tensor, y: torch.Tensor, a
                     records.idx = idx
                     (theta, grad, out, margins, dt, t, t_star, lam, lam_star, lam_max, at_t_star, fitted, running,
                      last_rejected) = (v[keep] for v in (*state[:3], margins, *state[3:]))
+                    gnorm = gnorm[keep]
             if checkpoints is not None and steps > resumed_at and checkpoints.due():
                 checkpoints.save(slot, {
                     "steps": steps, "idx": idx, "finite": finite, "frozen_neurons": frozen_neurons,
@@ -371,9 +383,10 @@ def train_gradient_flow(net: HiddenLayerNet, x: torch.Tensor, y: torch.Tensor, a
             out_new, grad_new, margins_new, active_new = ws.direction(trial)
             dout = (out_new - out).abs().amax(dim=1) * alpha
             finite = finite & (dout < math.inf).all()  # NaN or ±inf in out_new (out is finite: accepted or f̃(0))
-            gn, gnn = grad.flatten(1), grad_new.flatten(1)
-            norms = gn.norm(dim=1) * gnn.norm(dim=1)
-            dgrad = torch.where(norms > 0, (gn - gnn).pow(2).sum(dim=1) / norms.clamp_min(1e-300), 0.0)
+            gnn = grad_new.flatten(1)
+            gnorm_new = torch.linalg.vector_norm(gnn, dim=1)
+            norms = gnorm * gnorm_new
+            dgrad = torch.where(norms > 0, (grad.flatten(1) - gnn).pow(2).sum(dim=1) / norms.clamp_min(1e-300), 0.0)
             margin_event = (active_new != (margins < 1)).any(dim=1)
             small = dout < max_dout
             ran_small = running & small
@@ -390,6 +403,7 @@ def train_gradient_flow(net: HiddenLayerNet, x: torch.Tensor, y: torch.Tensor, a
             sel = accept[:, None, None]
             theta = torch.where(sel, trial, theta)
             grad = torch.where(sel, grad_new, grad)
+            gnorm = torch.where(accept, gnorm_new, gnorm)
             out = torch.where(accept[:, None], out_new, out)
             margins = torch.where(accept[:, None], margins_new, margins)
             t = torch.where(accept, t + dt, t)
@@ -402,16 +416,17 @@ def train_gradient_flow(net: HiddenLayerNet, x: torch.Tensor, y: torch.Tensor, a
             lam_star = torch.where(first, lam, lam_star)
             at_t_star = torch.where(first[:, None, None], theta, at_t_star)
             running = running & (fitted < stop_fraction)
-            if steps % record_every == 0:
+            if record_every and steps % record_every == 0:
                 record()
     _check(finite, steps)
-    if steps % record_every != 0:
+    if record_every and steps % record_every != 0:
         record()
     for holder, value in zip(full, (theta, grad, out, dt, t, t_star, lam, lam_star, lam_max, at_t_star, fitted,
                                     running, last_rejected), strict=True):
         holder.index_copy_(0, idx, value)
     theta, t, t_star, lam_star, lam_max, at_t_star, running = (full[i] for i in (0, 4, 5, 7, 8, 9, 11))
-    history = dict(zip(("t", "amplification", "fitted", "loss", "dt"), records.stacked(), strict=True))
+    history = (dict(zip(("t", "amplification", "fitted", "loss", "dt"), records.stacked(), strict=True))
+               if record_every else {})
     if trace_neurons:
         history["neurons"] = torch.stack(neurons, dim=1)
     result = FlowResult(_unstack_params(theta), f0, t, t_star, lam_star, lam_max, _unstack_params(at_t_star),

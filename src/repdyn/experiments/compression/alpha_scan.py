@@ -80,7 +80,8 @@ class AlphaScan(Experiment):
 
     def execute(self, config: AlphaScanConfig, run: RunSpec, seed: int, device: str) -> RunResult:
         _, _, net0, res = train("stripe", config.d, config.p, config.n_seeds, config.width, run.params["alpha"],
-                                config.max_dgrad, 0.1 + 1.5 / config.p, config.max_steps, generator(seed), device)
+                                config.max_dgrad, 0.1 + 1.5 / config.p, config.max_steps, generator(seed), device,
+                                history=False)
         return {**flow_summary(res, 1, net0), "alpha": run.params["alpha"]}
 
     def analyse(self, config: AlphaScanConfig, results: Mapping[str, RunResult]) -> Analysis:

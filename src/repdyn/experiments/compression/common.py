@@ -80,7 +80,7 @@ def by_rows(fn, a: torch.Tensor, b: torch.Tensor | None, rows: int, out_dim: int
 
 
 def train(model: str, d: int, p: int, n_seeds: int, h: int, alpha: float, max_dgrad: float, stop_fraction: float,
-          max_steps: int, gen: torch.Generator, device: str, memory_gb: float = 16.0):
+          max_steps: int, gen: torch.Generator, device: str, memory_gb: float = 16.0, history: bool = True):
     """Data (train set per trial, seeds batched) + init + gradient flow; data and init share the seed (P17).
 
     Data and init are drawn in float64 (the same draws as before); for α ≤ 10² the flow runs in float32 (same t* and
@@ -88,14 +88,16 @@ def train(model: str, d: int, p: int, n_seeds: int, h: int, alpha: float, max_dg
     For α > 10² it stays in float64: F = α(f − f₀) carries float32's rounding of f ~ 1 (10⁻⁷) times α, 10⁻⁵ at
     α = 10² but 10⁻¹ (the dout threshold) at α = 10⁶. Trials
     are integrated in groups that fit ``memory_gb`` (:func:`trial_groups`); each trial's flow is independent of the
-    others, so the grouping changes no number."""
+    others, so the grouping changes no number. ``history=False``: no per-step records (an empty
+    ``FlowResult.history``; the same weights, t* and Λ*), for the experiments that store none."""
     x, y = sample_manifold(model, p, d, gen, batch=(n_seeds,), device=device)
     net0 = init_hidden_layer(n_seeds, h, d, gen, device=device)
     parts, dtype = [], torch.float32 if alpha <= 100 else torch.float64
     for g in trial_groups(n_seeds, p, h, memory_gb):
         single = HiddenLayerNet(*(v[g].to(dtype) for v in (net0.w, net0.b, net0.beta)))
         parts.append(train_gradient_flow(single, x[g].to(dtype), y[g], alpha, d_parallel=informative_dimension(model),
-                                         max_dgrad=max_dgrad, stop_fraction=stop_fraction, max_steps=max_steps))
+                                         max_dgrad=max_dgrad, stop_fraction=stop_fraction, max_steps=max_steps,
+                                         record_every=int(history)))
     return x, y, net0, _join(parts)
 
 
@@ -108,7 +110,7 @@ def _join(parts: list[FlowResult]) -> FlowResult:
         return HiddenLayerNet(cat(lambda r: get(r).w).double(), cat(lambda r: get(r).b).double(),
                               cat(lambda r: get(r).beta).double())
 
-    length = max(r.history["t"].shape[1] for r in parts)
+    length = max(r.history["t"].shape[1] for r in parts) if parts[0].history else 0
 
     def padded(v: torch.Tensor) -> torch.Tensor:
         missing = length - v.shape[1]

@@ -87,7 +87,7 @@ def protocol(config: LearningCurveConfig, p: int, seed: int, device: str) -> dic
     network on an independent kernel set. Each p draws its own data and initialisation (see ``runs``)."""
     gen = generator(seed)
     x, y, net0, res = train("stripe", config.d, p, config.n_seeds, config.width, config.alpha, config.max_dgrad,
-                            1.0, config.max_steps, gen, device, config.memory_gb)
+                            1.0, config.max_steps, gen, device, config.memory_gb, history=False)
     xk, yk = sample_manifold("stripe", p, config.d, gen, batch=(config.n_seeds,), device=device)
     xt, yt = sample_manifold("stripe", config.n_test, config.d, gen, batch=(config.n_seeds,), device=device)
     net = res.net
@@ -109,7 +109,7 @@ def cylinder_protocol(config: LearningCurveConfig, p: int, seed: int, device: st
     "frozen Gram matrix computed at initialization") on the same cylinder training and test sets."""
     gen = generator(seed)
     x, y, net0, res = train("cylinder", config.d_cylinder, p, config.cylinder_seeds, config.width, config.alpha,
-                            config.max_dgrad, 1.0, config.max_steps, gen, device, config.memory_gb)
+                            config.max_dgrad, 1.0, config.max_steps, gen, device, config.memory_gb, history=False)
     xt, yt = sample_manifold("cylinder", config.n_test, config.d_cylinder, gen, batch=(config.cylinder_seeds,),
                              device=device)
     return {**feature_errors(config, net0, res.net, xt, yt), "lazy": arccos_svm_error(x, y, xt, yt, config.memory_gb),

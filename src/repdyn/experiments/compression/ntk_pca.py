@@ -93,7 +93,7 @@ class NtkPca(Experiment):
     def execute(self, config: NtkPcaConfig, run: RunSpec, seed: int, device: str) -> RunResult:
         gen = generator(seed)
         _, _, net0, res = train("stripe", config.d, config.p, config.n_seeds, config.width, config.alpha,
-                                config.max_dgrad, 1.0, config.max_steps, gen, device)
+                                config.max_dgrad, 1.0, config.max_steps, gen, device, history=False)
         xk, yk = sample_manifold("stripe", config.p, config.d, gen, batch=(config.n_seeds,), device=device)
         out: dict = {"stopped": res.stopped.cpu().numpy()}
         r = config.n_modes
