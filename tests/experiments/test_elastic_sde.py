@@ -212,7 +212,7 @@ def test_bands_overlap_left_needs_bands_that_drift_apart():
     T = 4000
     t = np.arange(T)
     drift = _bands_overlap_left(*_bands(T, 20 / (1 + np.exp(-(t - 1500) / 300)), rng))
-    assert drift["start"] > 0.3 and drift["end"] < 1e-3 and drift["left"] < 0.003
+    assert drift["start"] > 0.3 and drift["end"] < 1e-3 and drift["left"] < 0.003 and drift["pairwise_end"] < 1e-3
     static = [_bands_overlap_left(*_bands(T, np.full(T, 3.0), rng)) for _ in range(10)]
     assert all(0.02 < s["start"] < 0.2 for s in static)                  # ordered, overlapping a little
     assert min(s["left"] for s in static) > 0.7 and 0.9 < np.median([s["left"] for s in static]) < 1.1
