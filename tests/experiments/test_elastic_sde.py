@@ -155,3 +155,66 @@ def test_halves_agreement_sees_a_shared_trend_only_at_a_large_window():
     assert abs(np.mean(gains)) < 0.1 and max(gains) < 0.5  # the claim's band: ≥ 0.5
     # the same trend at half the length of the cut (a short run): the cut shrinks to a quarter of the run
     assert _halves_agreement(*(x[::40] for x in shared), 51) > 0.9
+
+
+def _triangle(T: int, size: np.ndarray, tilt: np.ndarray, noise: float, rng: np.random.Generator) -> np.ndarray:
+    """(T, 3, 3) class means: the corners e_k − 1/3 scaled by ``size``(t) plus a common shift, the whole triangle
+    turned by ``tilt``(t) radians about an axis in its plane, plus independent noise per iteration."""
+    corners = np.eye(3) - 1 / 3                                               # plane normal ∝ (1, 1, 1)
+    axis = np.array([1.0, -1.0, 0.0]) / np.sqrt(2)                            # in the plane
+    out = np.empty((T, 3, 3))
+    for t in range(T):
+        c, s = np.cos(tilt[t]), np.sin(tilt[t])
+        cross = np.array([[0, -axis[2], axis[1]], [axis[2], 0, -axis[0]], [-axis[1], axis[0], 0]])
+        turn = c * np.eye(3) + s * cross + (1 - c) * np.outer(axis, axis)    # Rodrigues
+        out[t] = (size[t] * corners + 0.2) @ turn.T
+    return out + noise * rng.standard_normal(out.shape)
+
+
+def test_plane_turn_per_efold_needs_a_fixed_plane_and_growth():
+    """Fig. D.10's measure: a triangle whose magnitude grows ≈ e² in a fixed plane scores far below the band (0.1);
+    the same growth with a tilt of 1 rad scores ≈ 1/2; a static triangle (the untrained network's case) scores ≫ 0.1
+    or ∞ over 20 noise draws."""
+    from repdyn.experiments.elastic_sde.geomnist import _plane_turn_per_efold
+    rng = np.random.default_rng(1)
+    T, start = 10_000, 1500
+    t = np.arange(T)
+    grow = 0.5 + 10 / (1 + np.exp(-(t - 3000) / 600))
+    fixed = _plane_turn_per_efold(_triangle(T, grow, np.zeros(T), 0.2, rng), 191, start)
+    assert 1.9 < fixed["growth"] < 2.3 and fixed["per_efold"] < 0.05
+    tilt = np.clip((t - start) / (T - start), 0, 1)
+    tilted = _plane_turn_per_efold(_triangle(T, grow, tilt, 0.2, rng), 191, start)
+    assert 0.95 < tilted["turn"] < 1.05 and 0.4 < tilted["per_efold"] < 0.6
+    static = [_plane_turn_per_efold(_triangle(T, np.full(T, 0.1), np.zeros(T), 0.02, rng), 191, T // 2)["per_efold"]
+              for _ in range(20)]
+    assert min(static) > 1
+
+
+def _bands(T: int, size: np.ndarray, rng: np.random.Generator, R: int = 16) -> tuple[np.ndarray, ...]:
+    """Synthetic logs of R trials: a drawn sample's logit is its class's corner e_k − 1/3 scaled by ``size``(t)
+    plus a common shift and unit noise; returns class means (T, 3, 3), labels (R, T), logits (R, T, 3)."""
+    from repdyn.theory.elasticity_estimators import class_mean_logits, fill_empty_cells
+    labels = rng.integers(0, 3, (R, T))
+    logits = (np.eye(3) - 1 / 3)[labels] * size[None, :, None] + 0.3 + rng.standard_normal((R, T, 3))
+    return fill_empty_cells(class_mean_logits(labels, logits, 3)), labels, logits
+
+
+def test_bands_overlap_left_needs_bands_that_drift_apart():
+    """Fig. 1's measure: bands that start on top of each other and drift apart into disjoint ones leave ≈ 0 of their
+    overlap (far below the band 0.01); static bands, even well ordered ones (the untrained network's case), leave
+    ≈ 1 over 10 noise draws; a pair in the wrong order counts 1, disjoint bands 0."""
+    from repdyn.experiments.elastic_sde.geomnist import _bands_overlap_left, _misordered
+    rng = np.random.default_rng(2)
+    proj = np.concatenate([np.arange(10.0), np.arange(10.0) + 20])
+    lab = np.repeat([0, 1], 10)
+    assert _misordered(proj, lab, 1, 0) == 0 and _misordered(proj, lab, 0, 1) == 1
+    assert _misordered(np.zeros(20), lab, 1, 0) == 0.5
+    T = 4000
+    t = np.arange(T)
+    drift = _bands_overlap_left(*_bands(T, 20 / (1 + np.exp(-(t - 1500) / 300)), rng))
+    assert drift["start"] > 0.3 and drift["end"] < 1e-3 and drift["left"] < 0.003 and drift["pairwise_end"] < 1e-3
+    static = [_bands_overlap_left(*_bands(T, np.full(T, 3.0), rng)) for _ in range(10)]
+    assert all(0.02 < s["start"] < 0.2 for s in static)                  # ordered, overlapping a little
+    assert min(s["left"] for s in static) > 0.7 and 0.9 < np.median([s["left"] for s in static]) < 1.1
+    # disjoint from the start: nothing became separable
+    assert _bands_overlap_left(*_bands(T, np.full(T, 40.0), rng))["left"] == float("inf")
