@@ -95,7 +95,9 @@ def train(
             members have diverged).
         fused_step: for (minibatch) gradient descent without weight decay on a model that offers it
             (:class:`repdyn.nn.mlp.MLP` without dropout), take each step with its hand-written back-propagation
-            that fuses gradient and update (same result as autograd, less memory traffic); False forces autograd.
+            that fuses gradient and update (same result as autograd, less memory traffic); for the other optimisers
+            take the gradients from that back-propagation where the model's ``supports_fused_grads`` says they are
+            autograd's bit for bit (no graph is built); False forces autograd.
 
     The model trains (and is left) in train mode. The recorded loss is that of the full training set: with
     full-batch training it is the loss of the step itself (train mode, so with dropout masks if any); with
@@ -136,11 +138,13 @@ def train(
         return point_loss(model(xb, generator=generator), yb).mean(-1)
 
     base = model.base
-    fused = (fused_step and optimizer in ("gd", "sgd") and not weight_decay and model._stacked
-             and getattr(base, "supports_fused_step", False))
+    in_place = optimizer in ("gd", "sgd") and not weight_decay  # the step updates the weights as it back-propagates
+    fused = fused_step and model._stacked and getattr(
+        base, "supports_fused_step" if in_place else "supports_fused_grads", False)
     fused_state: list[Any] = []
     plan = base.fused_plan(model.params) if fused else None
     closed_form = point_loss is mse_half
+    unit_scale = torch.ones(k, dtype=any_param.dtype, device=any_param.device)  # autograd's d(Σ_k L_k)/dL_k
 
     def step_losses(xb: Tensor, yb: Tensor) -> Tensor:
         """Member losses of a training step; the fused path keeps the forward cache and a graph of the loss
@@ -254,7 +258,7 @@ def train(
                 record_all(step)
             break
         scale = opt.loss_scale
-        if fused:
+        if fused and in_place:
             head, cache, _ = fused_state
             if closed_form:
                 grad_out = mse_half_output_grad(head, scale)
@@ -264,7 +268,18 @@ def train(
                 grad_out = torch.where(alive.view(-1, 1, 1), grad_out, torch.zeros_like(grad_out))
             base.fused_gd_update(plan, cache, grad_out)
             continue
-        grads = torch.autograd.grad((batch_loss * scale).sum() if scale is not None else batch_loss.sum(), params)
+        if fused:  # the gradients themselves (Adam, momentum), without an autograd graph of the network
+            head, cache, _ = fused_state
+            if closed_form:
+                grad_out = mse_half_output_grad(head, unit_scale if scale is None else scale)
+            else:
+                (grad_out,) = torch.autograd.grad(batch_loss.sum() if scale is None else (batch_loss * scale).sum(),
+                                                  head)
+            found = base.fused_grads(plan, cache, grad_out)
+            grads = [found[name] for name in model.params]
+        else:
+            grads = torch.autograd.grad((batch_loss * scale).sum() if scale is not None else batch_loss.sum(),
+                                        params)
         if not bool(alive.all()):
             grads = [torch.where(alive.view(-1, *([1] * (g.dim() - 1))), g, torch.zeros_like(g)) for g in grads]
         if scale is not None:
