@@ -19,7 +19,7 @@ from torch import Tensor
 from repdyn.nn import checkpoint
 from repdyn.nn.divergence import Diverged
 from repdyn.nn.ensemble import Ensemble
-from repdyn.nn.losses import PointLoss, get_loss, mse_half, mse_half_output_grad
+from repdyn.nn.losses import PointLoss, get_loss, mse_half, mse_half_output_factor, mse_half_output_grad
 from repdyn.nn.optim import StackedOptimizer, member_values
 from repdyn.nn.progress import report
 from repdyn.nn.recording import PassRecorder, Recorder, Schedule
@@ -145,6 +145,13 @@ def train(
     plan = base.fused_plan(model.params) if fused else None
     closed_form = point_loss is mse_half
     unit_scale = torch.ones(k, dtype=any_param.dtype, device=any_param.device)  # autograd's d(Σ_k L_k)/dL_k
+    factors: list[Any] = [None, 0, None]  # (scale, n, mse_half_output_factor(scale, n)) of the last step
+
+    def output_grad(residual: Tensor, scale: Tensor) -> Tensor:
+        """:func:`mse_half_output_grad`, its factor recomputed only when the scale (learning rates) or n change."""
+        if factors[0] is not scale or factors[1] != residual.shape[-2]:
+            factors[:] = [scale, residual.shape[-2], mse_half_output_factor(scale, residual.shape[-2])]
+        return mse_half_output_grad(residual, factors[2])
 
     def step_losses(xb: Tensor, yb: Tensor) -> Tensor:
         """Member losses of a training step; the fused path keeps the forward cache and a graph of the loss
@@ -179,7 +186,11 @@ def train(
             return t[member_rows, idx] if per_member else t[idx]
         return t[:, idx] if per_member else t[idx]
 
+    everyone = [True]  # whether every member is alive (``alive`` changes only in check and on a restore)
+
     def check(step: int, values: Tensor) -> None:
+        if bool(torch.isfinite(values).all()):  # the common case in one reduction: no member has diverged
+            return
         bad = ~torch.isfinite(values) & alive
         if bool(bad.any()):
             if on_divergence == "raise":
@@ -187,6 +198,7 @@ def train(
             newly = bad.nonzero().flatten().tolist()
             diverged_at[newly] = step
             alive[bad] = False
+            everyone[0] = False
             if not bool(alive.any()):
                 raise Diverged(step)
             opt.set_lr(torch.where(alive, rates, torch.zeros_like(rates)))
@@ -209,6 +221,7 @@ def train(
         recorded_steps, recorded_loss, recorded = saved["recorded_steps"], saved["recorded_loss"], saved["recorded"]
         order, cursor, first = saved["order"], saved["cursor"], saved["step"]
         alive.copy_(saved["alive"])
+        everyone[0] = bool(alive.all())
         diverged_at[:] = saved["diverged_at"]
     model.train()
     for step in range(first, steps + 1):
@@ -261,17 +274,17 @@ def train(
         if fused and in_place:
             head, cache, _ = fused_state
             if closed_form:
-                grad_out = mse_half_output_grad(head, scale)
+                grad_out = output_grad(head, scale)
             else:
                 (grad_out,) = torch.autograd.grad((batch_loss * scale).sum(), head)
-            if not bool(alive.all()):
+            if not everyone[0]:
                 grad_out = torch.where(alive.view(-1, 1, 1), grad_out, torch.zeros_like(grad_out))
             base.fused_gd_update(plan, cache, grad_out)
             continue
         if fused:  # the gradients themselves (Adam, momentum), without an autograd graph of the network
             head, cache, _ = fused_state
             if closed_form:
-                grad_out = mse_half_output_grad(head, unit_scale if scale is None else scale)
+                grad_out = output_grad(head, unit_scale if scale is None else scale)
             else:
                 (grad_out,) = torch.autograd.grad(batch_loss.sum() if scale is None else (batch_loss * scale).sum(),
                                                   head)
@@ -280,7 +293,7 @@ def train(
         else:
             grads = torch.autograd.grad((batch_loss * scale).sum() if scale is not None else batch_loss.sum(),
                                         params)
-        if not bool(alive.all()):
+        if not everyone[0]:
             grads = [torch.where(alive.view(-1, *([1] * (g.dim() - 1))), g, torch.zeros_like(g)) for g in grads]
         if scale is not None:
             opt.step_prescaled(grads)
