@@ -316,9 +316,9 @@ class MLP(nn.Module):
     @torch.no_grad()
     def fused_grads(self, plan: list[tuple[Tensor, Tensor, Tensor, Tensor]], cache: list[Tensor], grad_out: Tensor
                     ) -> dict[str, Tensor]:
-        """{parameter name: gradient} from ∂L/∂output ``grad_out``, without an autograd graph, for an optimiser that needs the
-        gradients themselves (Adam). Each weight gradient is the matmul autograd takes, hᵀδ transposed (δᵀh sums
-        the points in another order), so they are autograd's bit for bit where :attr:`supports_fused_grads`."""
+        """{parameter name: gradient} from ∂L/∂output ``grad_out``, without an autograd graph, for an optimiser that
+        needs the gradients themselves (Adam). Each weight gradient is the matmul autograd takes, hᵀδ transposed (δᵀh
+        sums the points in another order), so they are autograd's bit for bit where :attr:`supports_fused_grads`."""
         grads = {}
         names = self._layer_modules()
         for l, dz, below in self._fused_backward(plan, cache, grad_out):
