@@ -6,7 +6,7 @@ import torch
 
 from repdyn.nn import MLP, Diverged, Ensemble, Schedule, train
 from repdyn.nn.cnn import ConvChain, SmallCNN
-from repdyn.nn.recording import activation_recorder
+from repdyn.nn.recording import activation_recorder, output_recorder
 from repdyn.probes.activations import activations
 
 SEEDS = [11, 12, 13]
@@ -257,3 +257,43 @@ def test_two_point_recorder_read_off_the_training_pass_is_bitwise_a_separate_pas
     for name, p in ens_new.params.items():
         assert torch.equal(p, ens_old.params[name]), name
     assert np.ptp(new.records["pair"][:, :, 0]) > 0  # the recorded u moved: not a comparison of constants
+
+
+@pytest.mark.parametrize(("activation", "n", "depth", "d_in", "d_out", "dtype", "shared"), [
+    ("leaky_relu", 2, 20, 1, 1, torch.float64, False),  # seed 000's two-point networks
+    ("leaky_relu", 4, 6, 2, 1, torch.float64, True),  # XOR
+    ("tanh", 200, 3, 27, 2, torch.float64, True),  # blobs
+    ("leaky_relu", 300, 3, 64, 10, torch.float32, True),  # digits (>= BMM_ROWS points)
+    ("relu", 5, 3, 3, 2, torch.float64, False),
+    ("identity", 5, 3, 3, 2, torch.float64, True),
+])
+@pytest.mark.parametrize("optimizer", ["adam", "momentum"])
+def test_fused_gradients_are_autograds_bit_for_bit(activation, n, depth, d_in, d_out, dtype, shared, optimizer):
+    """Adam and momentum take their gradients from the MLP's hand-written back-propagation (MLP.fused_grads)
+    without a graph: the same losses, records and parameters as autograd bit for bit, full batch and minibatch."""
+    factory = partial(MLP, d_in, 16, depth, d_out, activation=activation, dtype=dtype)
+    g = torch.Generator().manual_seed(7)
+    lead = () if shared else (len(SEEDS),)
+    x = torch.randn(*lead, n, d_in, generator=g, dtype=dtype)
+    y = torch.randn(*lead, n, d_out, generator=g, dtype=dtype)
+    for batch_size in (None, max(1, n // 2)):
+        runs = []
+        for fused in (True, False):
+            ens = Ensemble(factory, seeds=SEEDS)
+            lrs = [1e-3, 3e-3, 2e-3] if optimizer == "adam" else LRS
+            runs.append((train(ens, x, y, steps=12, lr=lrs, optimizer=optimizer, batch_size=batch_size,
+                               generator=torch.Generator().manual_seed(1), fused_step=fused,
+                               recorders={"out": output_recorder(x)}), ens))
+        (a, ens_a), (b, ens_b) = runs
+        assert np.array_equal(a.loss, b.loss)
+        assert np.array_equal(a.records["out"], b.records["out"])
+        for name, p in ens_a.params.items():
+            assert torch.equal(p, ens_b.params[name]), name
+
+
+def test_fused_gradients_only_where_bitwise():
+    """Skip connections and activations with a hand-written derivative keep autograd for the gradient optimisers."""
+    assert MLP(2, 4, 3).supports_fused_grads
+    assert not MLP(2, 4, 3, skip=2).supports_fused_grads
+    assert not MLP(2, 4, 3, activation="silu").supports_fused_grads
+    assert not MLP(2, 4, 3, dropout=0.1).supports_fused_grads

@@ -21,11 +21,18 @@ def mse_half(pred: Tensor, target: Tensor) -> Tensor:
     return 0.5 * (pred - target).pow(2).sum(-1)
 
 
-def mse_half_output_grad(residual: Tensor, scale: Tensor) -> Tensor:
-    """∂/∂ŷ of Σ_k scale_k·mean_i ½‖ŷ_ki − y_ki‖² from the residual ŷ − y (K, n, d_out) and scale (K,): scale_k/n ×
-    residual, bit for bit what autograd returns through :func:`mse_half` (its factors 0.5 and 2 are exact), without
-    building a graph: the training loop's fused step for the ½-MSE."""
-    return residual * (scale / residual.shape[-2]).view(-1, 1, 1)
+def mse_half_output_factor(scale: Tensor, n: int) -> Tensor:
+    """The factor scale_k/n (K, 1, 1) of :func:`mse_half_output_grad` for ``n`` points: a training loop computes it
+    once per learning-rate change instead of every step."""
+    return (scale / n).view(-1, 1, 1)
+
+
+def mse_half_output_grad(residual: Tensor, factor: Tensor) -> Tensor:
+    """∂/∂ŷ of Σ_k scale_k·mean_i ½‖ŷ_ki − y_ki‖² from the residual ŷ − y (K, n, d_out) and
+    ``factor`` = :func:`mse_half_output_factor` (scale, n): scale_k/n × residual, bit for bit what autograd returns
+    through :func:`mse_half` (its factors 0.5 and 2 are exact), without building a graph: the training loop's fused
+    step for the ½-MSE."""
+    return residual * factor
 
 
 def _margins(pred: Tensor, target: Tensor) -> Tensor:

@@ -15,7 +15,7 @@ Layer names (what probes and :meth:`repdyn.nn.ensemble.Ensemble.activations` acc
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 
 import torch
 import torch.nn.functional as F
@@ -217,9 +217,12 @@ class MLP(nn.Module):
         :meth:`fused_gd_forward` and :meth:`fused_gd_update`. The views stay valid while the parameters are updated
         in place, so a training loop builds them once instead of every step (the same tensors: bit for bit the same
         steps)."""
-        names = [f"linear{l}" for l in range(self.depth)] + ["output"]
         return [(params[f"{n}.weight"], params[f"{n}.weight"].transpose(1, 2), params[f"{n}.bias"],
-                 params[f"{n}.bias"].unsqueeze(1)) for n in names]
+                 params[f"{n}.bias"].unsqueeze(1)) for n in self._layer_modules()]
+
+    def _layer_modules(self) -> list[str]:
+        """The layers of :meth:`fused_plan`, input to output."""
+        return [f"linear{l}" for l in range(self.depth)] + ["output"]
 
     @torch.no_grad()
     def fused_gd_forward(self, plan: list[tuple[Tensor, Tensor, Tensor, Tensor]], x: Tensor
@@ -258,23 +261,23 @@ class MLP(nn.Module):
                 found[name] = cache[2 * int(name.removeprefix("layer")) + 2]
         return found
 
-    @torch.no_grad()
-    def fused_gd_update(self, plan: list[tuple[Tensor, Tensor, Tensor, Tensor]], cache: list[Tensor],
-                        scaled_grad_out: Tensor) -> None:
-        """One gradient-descent step in place, by hand-written back-propagation: each weight's update
-        W ← W − δᵀh is fused into one in-place batched matmul, so no gradient tensor is ever stored.
+    @property
+    def supports_fused_grads(self) -> bool:
+        """Whether :meth:`fused_grads` returns autograd's gradients bit for bit (tested): the fused step's layers,
+        no skip connection (autograd sums a skipped gradient in another order) and an activation whose backward is
+        autograd's own kernel."""
+        return self.supports_fused_step and not self.skip and self.activation in ("leaky_relu", "relu", "tanh",
+                                                                                   "identity")
 
-        ``scaled_grad_out`` is lr_k·∂L_k/∂output (K, n, d_out) for member k. The result equals autograd + SGD
-        (tested against one-by-one torch.optim runs); it reads every weight twice instead of the four passes of
-        backward + optimizer. tanh's derivative is taken from the cached activation tanh(z) where no skip
-        connection was added to it (the same tensor a recomputation gives, without the recomputation).
-        """
-        delta = scaled_grad_out
+    def _fused_backward(self, plan: list[tuple[Tensor, Tensor, Tensor, Tensor]], cache: list[Tensor],
+                        delta: Tensor) -> Iterator[tuple[int, Tensor, Tensor]]:
+        """Hand-written back-propagation from ∂L/∂output ``delta`` (K, n, d_out): yields (layer index in ``plan``,
+        ∂L/∂z of that layer, its input) from the output layer down. Each layer's gradient into the layer below is
+        taken before the yield, so the consumer may update that layer's weight in place."""
         grad_h: list[Tensor | None] = [None] * self.depth
-        weight, _, bias, _ = plan[-1]
+        weight = plan[-1][0]
         grad_h[-1] = torch.bmm(delta, weight)
-        weight.baddbmm_(delta.transpose(1, 2), cache[-1], alpha=-1.0)
-        bias.sub_(delta.sum(1))
+        yield self.depth, delta, cache[-1]
         tanh = self.activation == "tanh"
         for l in range(self.depth - 1, -1, -1):
             z, below, upstream = cache[2 * l + 1], cache[2 * l], grad_h[l]
@@ -286,15 +289,44 @@ class MLP(nn.Module):
             if skipped:
                 earlier = grad_h[l - self.skip]
                 grad_h[l - self.skip] = upstream if earlier is None else earlier + upstream
-            weight, _, bias, _ = plan[l]
             if l > 0:
-                propagated = torch.bmm(dz, weight)
+                propagated = torch.bmm(dz, plan[l][0])
                 grad_h[l - 1] = propagated if grad_h[l - 1] is None else grad_h[l - 1] + propagated
+            yield l, dz, below
+
+    @torch.no_grad()
+    def fused_gd_update(self, plan: list[tuple[Tensor, Tensor, Tensor, Tensor]], cache: list[Tensor],
+                        scaled_grad_out: Tensor) -> None:
+        """One gradient-descent step in place, by hand-written back-propagation: each weight's update
+        W ← W − δᵀh is fused into one in-place batched matmul, so no gradient tensor is ever stored.
+
+        ``scaled_grad_out`` is lr_k·∂L_k/∂output (K, n, d_out) for member k. The result equals autograd + SGD
+        (tested against one-by-one torch.optim runs); it reads every weight twice instead of the four passes of
+        backward + optimizer. tanh's derivative is taken from the cached activation tanh(z) where no skip
+        connection was added to it (the same tensor a recomputation gives, without the recomputation).
+        """
+        for l, dz, below in self._fused_backward(plan, cache, scaled_grad_out):
+            weight, _, bias, _ = plan[l]
             if below.dim() == 2:
                 weight.sub_(torch.matmul(dz.transpose(1, 2), below))
             else:
                 weight.baddbmm_(dz.transpose(1, 2), below, alpha=-1.0)
             bias.sub_(dz.sum(1))
+
+    @torch.no_grad()
+    def fused_grads(self, plan: list[tuple[Tensor, Tensor, Tensor, Tensor]], cache: list[Tensor], grad_out: Tensor
+                    ) -> dict[str, Tensor]:
+        """{parameter name: gradient} from ∂L/∂output ``grad_out``, without an autograd graph, for an optimiser that
+        needs the gradients themselves (Adam). Each weight gradient is the matmul autograd takes, hᵀδ transposed (δᵀh
+        sums the points in another order), so they are autograd's bit for bit where :attr:`supports_fused_grads`."""
+        grads = {}
+        names = self._layer_modules()
+        for l, dz, below in self._fused_backward(plan, cache, grad_out):
+            if below.dim() == 2:  # shared inputs: autograd's matmul expands them over the members
+                below = below.expand(dz.shape[0], *below.shape)
+            grads[f"{names[l]}.weight"] = torch.bmm(below.transpose(1, 2), dz).transpose(1, 2)
+            grads[f"{names[l]}.bias"] = dz.sum(1)
+        return grads
 
     def layer_names(self) -> list[str]:
         """Names of the representations a probe can read, input to output."""

@@ -19,7 +19,7 @@ from torch import Tensor
 from repdyn.nn import checkpoint
 from repdyn.nn.divergence import Diverged
 from repdyn.nn.ensemble import Ensemble
-from repdyn.nn.losses import PointLoss, get_loss, mse_half, mse_half_output_grad
+from repdyn.nn.losses import PointLoss, get_loss, mse_half, mse_half_output_factor, mse_half_output_grad
 from repdyn.nn.optim import StackedOptimizer, member_values
 from repdyn.nn.progress import report
 from repdyn.nn.recording import PassRecorder, Recorder, Schedule
@@ -95,7 +95,9 @@ def train(
             members have diverged).
         fused_step: for (minibatch) gradient descent without weight decay on a model that offers it
             (:class:`repdyn.nn.mlp.MLP` without dropout), take each step with its hand-written back-propagation
-            that fuses gradient and update (same result as autograd, less memory traffic); False forces autograd.
+            that fuses gradient and update (same result as autograd, less memory traffic); for the other optimisers
+            take the gradients from that back-propagation where the model's ``supports_fused_grads`` says they are
+            autograd's bit for bit (no graph is built); False forces autograd.
 
     The model trains (and is left) in train mode. The recorded loss is that of the full training set: with
     full-batch training it is the loss of the step itself (train mode, so with dropout masks if any); with
@@ -136,11 +138,20 @@ def train(
         return point_loss(model(xb, generator=generator), yb).mean(-1)
 
     base = model.base
-    fused = (fused_step and optimizer in ("gd", "sgd") and not weight_decay and model._stacked
-             and getattr(base, "supports_fused_step", False))
+    in_place = optimizer in ("gd", "sgd") and not weight_decay  # the step updates the weights as it back-propagates
+    fused = fused_step and model._stacked and getattr(
+        base, "supports_fused_step" if in_place else "supports_fused_grads", False)
     fused_state: list[Any] = []
     plan = base.fused_plan(model.params) if fused else None
     closed_form = point_loss is mse_half
+    unit_scale = torch.ones(k, dtype=any_param.dtype, device=any_param.device)  # autograd's d(Σ_k L_k)/dL_k
+    factors: list[Any] = [None, 0, None]  # (scale, n, mse_half_output_factor(scale, n)) of the last step
+
+    def output_grad(residual: Tensor, scale: Tensor) -> Tensor:
+        """:func:`mse_half_output_grad`, its factor recomputed only when the scale (learning rates) or n change."""
+        if factors[0] is not scale or factors[1] != residual.shape[-2]:
+            factors[:] = [scale, residual.shape[-2], mse_half_output_factor(scale, residual.shape[-2])]
+        return mse_half_output_grad(residual, factors[2])
 
     def step_losses(xb: Tensor, yb: Tensor) -> Tensor:
         """Member losses of a training step; the fused path keeps the forward cache and a graph of the loss
@@ -175,7 +186,11 @@ def train(
             return t[member_rows, idx] if per_member else t[idx]
         return t[:, idx] if per_member else t[idx]
 
+    everyone = [True]  # whether every member is alive (``alive`` changes only in check and on a restore)
+
     def check(step: int, values: Tensor) -> None:
+        if bool(torch.isfinite(values).all()):  # the common case in one reduction: no member has diverged
+            return
         bad = ~torch.isfinite(values) & alive
         if bool(bad.any()):
             if on_divergence == "raise":
@@ -183,6 +198,7 @@ def train(
             newly = bad.nonzero().flatten().tolist()
             diverged_at[newly] = step
             alive[bad] = False
+            everyone[0] = False
             if not bool(alive.any()):
                 raise Diverged(step)
             opt.set_lr(torch.where(alive, rates, torch.zeros_like(rates)))
@@ -205,6 +221,7 @@ def train(
         recorded_steps, recorded_loss, recorded = saved["recorded_steps"], saved["recorded_loss"], saved["recorded"]
         order, cursor, first = saved["order"], saved["cursor"], saved["step"]
         alive.copy_(saved["alive"])
+        everyone[0] = bool(alive.all())
         diverged_at[:] = saved["diverged_at"]
     model.train()
     for step in range(first, steps + 1):
@@ -254,18 +271,29 @@ def train(
                 record_all(step)
             break
         scale = opt.loss_scale
-        if fused:
+        if fused and in_place:
             head, cache, _ = fused_state
             if closed_form:
-                grad_out = mse_half_output_grad(head, scale)
+                grad_out = output_grad(head, scale)
             else:
                 (grad_out,) = torch.autograd.grad((batch_loss * scale).sum(), head)
-            if not bool(alive.all()):
+            if not everyone[0]:
                 grad_out = torch.where(alive.view(-1, 1, 1), grad_out, torch.zeros_like(grad_out))
             base.fused_gd_update(plan, cache, grad_out)
             continue
-        grads = torch.autograd.grad((batch_loss * scale).sum() if scale is not None else batch_loss.sum(), params)
-        if not bool(alive.all()):
+        if fused:  # the gradients themselves (Adam, momentum), without an autograd graph of the network
+            head, cache, _ = fused_state
+            if closed_form:
+                grad_out = output_grad(head, unit_scale if scale is None else scale)
+            else:
+                (grad_out,) = torch.autograd.grad(batch_loss.sum() if scale is None else (batch_loss * scale).sum(),
+                                                  head)
+            found = base.fused_grads(plan, cache, grad_out)
+            grads = [found[name] for name in model.params]
+        else:
+            grads = torch.autograd.grad((batch_loss * scale).sum() if scale is not None else batch_loss.sum(),
+                                        params)
+        if not everyone[0]:
             grads = [torch.where(alive.view(-1, *([1] * (g.dim() - 1))), g, torch.zeros_like(g)) for g in grads]
         if scale is not None:
             opt.step_prescaled(grads)
