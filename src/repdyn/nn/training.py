@@ -271,28 +271,21 @@ def train(
                 record_all(step)
             break
         scale = opt.loss_scale
-        if fused and in_place:
-            head, cache, _ = fused_state
-            if closed_form:
-                grad_out = output_grad(head, scale)
-            else:
-                (grad_out,) = torch.autograd.grad((batch_loss * scale).sum(), head)
-            if not everyone[0]:
-                grad_out = torch.where(alive.view(-1, 1, 1), grad_out, torch.zeros_like(grad_out))
-            base.fused_gd_update(plan, cache, grad_out)
-            continue
-        if fused:  # the gradients themselves (Adam, momentum), without an autograd graph of the network
+        if fused:  # ∂L/∂output from the fused forward pass, then the hand-written back-propagation
             head, cache, _ = fused_state
             if closed_form:
                 grad_out = output_grad(head, unit_scale if scale is None else scale)
             else:
-                (grad_out,) = torch.autograd.grad(batch_loss.sum() if scale is None else (batch_loss * scale).sum(),
-                                                  head)
-            found = base.fused_grads(plan, cache, grad_out)
+                (grad_out,) = torch.autograd.grad(_weighted_sum(batch_loss, scale), head)
+            if in_place:
+                if not everyone[0]:
+                    grad_out = torch.where(alive.view(-1, 1, 1), grad_out, torch.zeros_like(grad_out))
+                base.fused_gd_update(plan, cache, grad_out)
+                continue
+            found = base.fused_grads(plan, cache, grad_out)  # the gradients themselves (Adam, momentum)
             grads = [found[name] for name in model.params]
         else:
-            grads = torch.autograd.grad((batch_loss * scale).sum() if scale is not None else batch_loss.sum(),
-                                        params)
+            grads = torch.autograd.grad(_weighted_sum(batch_loss, scale), params)
         if not everyone[0]:
             grads = [torch.where(alive.view(-1, *([1] * (g.dim() - 1))), g, torch.zeros_like(g)) for g in grads]
         if scale is not None:
@@ -311,3 +304,8 @@ def train(
     if checkpoints is not None and checkpoints.due():
         checkpoints.save(slot, {"result": result, "model": model.snapshot(), "rng": checkpoint.rng_state(generator)})
     return result
+
+
+def _weighted_sum(losses: Tensor, scale: Tensor | None) -> Tensor:
+    """Σ_k of the member losses (K,), each weighted by the optimiser's loss scale where it has one."""
+    return losses.sum() if scale is None else (losses * scale).sum()
