@@ -391,7 +391,12 @@ class RateFit:
 def fit_objective(measured: np.ndarray, theory: np.ndarray, t: np.ndarray) -> float:
     """Eq. 49: Σ over u, v, w of ∫(measured − theory)² dt, as a Riemann sum with the recording interval as dt
     (dt = 1 when every epoch is recorded; spec 000 §7.19)."""
-    return float(np.sum(_riemann_weights(t) * (measured - theory) ** 2))
+    return float(np.sum(_weighted_squares(_riemann_weights(t), measured, theory)))
+
+
+def _weighted_squares(weights: np.ndarray, measured: np.ndarray, theory: np.ndarray) -> np.ndarray:
+    """The terms of Eq. 49's sum, dt·(measured − theory)², for one (T, 3) trajectory or a stack (..., T, 3)."""
+    return weights * (measured - theory) ** 2
 
 
 def _riemann_weights(t: np.ndarray) -> np.ndarray:
@@ -460,13 +465,12 @@ def fit_rates(t: np.ndarray, u: np.ndarray, v: np.ndarray, w: np.ndarray, X: flo
             return np.stack([np.interp(s, grid, states[:, k]) for k in range(3)], axis=-1).reshape(-1, t.size, 3)
 
         def objective(log_c: float) -> float:
-            return float(np.sum(weights * (measured - theory_at(np.array([10.0**log_c]))[0]) ** 2))
+            return float(np.sum(_weighted_squares(weights, measured, theory_at(np.array([10.0**log_c]))[0])))
 
         # c·t_last must fall inside the solved horizon [1e-3, 1e9]. The scan in one batch: each row's sum is the
         # one objective() takes (a contiguous (T, 3) block, the same pairwise summation)
         log_cs = np.linspace(-3 - math.log10(t_last) + 1, 9 - math.log10(t_last), 61)
-        squares = weights * (measured - theory_at(10.0**log_cs)) ** 2
-        values = np.array([float(np.sum(row)) for row in squares])
+        values = np.array([float(np.sum(row)) for row in _weighted_squares(weights, measured, theory_at(10.0**log_cs))])
         k = int(np.nanargmin(values))
         lo, hi = log_cs[max(k - 1, 0)], log_cs[min(k + 1, len(log_cs) - 1)]
         res = optimize.minimize_scalar(objective, bounds=(lo, hi), method="bounded", options={"xatol": 1e-6})
