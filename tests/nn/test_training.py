@@ -138,11 +138,12 @@ def test_independent_batches_follow_each_members_own_order():
     (partial(ConvChain, 1, 3, 4, 3, kernel_size=3, dtype=torch.float64), torch.tensor([[-1.0], [-0.5], [0.3]])),
     (partial(SmallCNN, (1, 4, 4), [2], 1, dtype=torch.float64), torch.linspace(-1, 1, 48).reshape(3, 1, 4, 4)),
 ])
-def test_generic_vmap_path_equals_one_by_one(factory, x):
+def test_generic_and_conv_paths_equal_one_by_one(factory, x):
+    """SmallCNN runs through vmap, ConvChain through its own stacked forward; both equal torch.optim one by one."""
     x = x.to(torch.float64)
     y = torch.tensor([[0.1], [0.5], [-0.2]], dtype=torch.float64)
     ens = Ensemble(factory, seeds=SEEDS[:2])
-    assert not ens._stacked
+    assert ens._stacked == (factory.func is ConvChain)
     result = train(ens, x, y, steps=5, lr=[0.05, 0.1], optimizer="adam")
     for k, (seed, lr) in enumerate(zip(SEEDS[:2], [0.05, 0.1], strict=True)):
         ref, ref_loss = one_by_one(factory, seed, x, y, lr, 5, lambda p, lr: torch.optim.Adam(p, lr=lr), half_mse)
@@ -150,6 +151,38 @@ def test_generic_vmap_path_equals_one_by_one(factory, x):
         torch.testing.assert_close(ens(x)[k], ref(x))
         torch.testing.assert_close(ens.activations(x, ["layer0"])["layer0"][k],
                                    activations(ref, x, ["layer0"], eval_mode=False)["layer0"])
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_conv_chain_stacked_path_is_vmaps_bit_for_bit(shared):
+    """ConvChain.forward_stacked (one grouped convolution, bias added after it) against vmap's batching of the
+    module: outputs, every layer's representation, and 6 GD steps (non-zero biases from step 1 on) equal bit for
+    bit, with shared and per-member inputs; the representations keep the module's shapes."""
+    factory = partial(ConvChain, 1, 4, 6, 4, kernel_size=5, dtype=torch.float64)
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn((5, 1) if shared else (3, 5, 1), generator=gen, dtype=torch.float64)
+    y = torch.randn(3, 5, 1, generator=gen, dtype=torch.float64)
+    if shared:
+        y = y[0]
+    names = ["layer0", "layer2", "layer3", "output"]
+    runs = {}
+    for stacked in (True, False):
+        ens = Ensemble(factory, seeds=SEEDS, gains=[0.9, 1.0, 1.1])
+        ens._stacked = stacked  # False: the generic vmap path
+        result = train(ens, x, y, steps=6, lr=[0.3, 0.2, 0.1])
+        runs[stacked] = result.loss, ens.activations(x, names), ens
+    (loss, acts, ens), (loss_v, acts_v, ens_v) = runs[True], runs[False]
+    assert np.array_equal(loss, loss_v) and not np.array_equal(loss[-1], loss[0])  # the steps moved the losses
+    for name in names:
+        assert acts[name].shape == acts_v[name].shape
+        assert torch.equal(acts[name], acts_v[name])
+    for name, p in ens.params.items():
+        assert torch.equal(p, ens_v.params[name])
+    assert ens.params["conv1.bias"].abs().min() > 0  # the bias path was exercised
+    member = ens.member(1)
+    xs = x if shared else x[1]
+    torch.testing.assert_close(acts["layer2"][1], activations(member, xs, ["layer2"], eval_mode=False)["layer2"],
+                               rtol=0, atol=1e-15)
 
 
 def test_per_member_inputs_and_activations():

@@ -57,3 +57,27 @@ def test_packed_round_trip():
     back = TwoPointState.unpack(s.packed(), 2)
     for a, b in zip((s.u, s.v, s.w, s.ybar), (back.u, back.v, back.w, back.ybar), strict=True):
         torch.testing.assert_close(a, b)
+
+
+def test_two_point_recorder_flattens_conv_maps_alike_from_a_pass_and_a_measurement():
+    """The recorder's two routes (a separate eval-mode measurement, and the training step's forward pass) flatten
+    the (channels, positions) maps of a ConvChain through one function: equal bit for bit, and u is the squared
+    distance of the flattened maps computed by hand on each member."""
+    from repdyn.nn.cnn import ConvChain
+    from repdyn.probes.two_point import two_point_recorder
+
+    ens = Ensemble(functools.partial(ConvChain, 1, 3, 4, 3, kernel_size=3, dtype=torch.float64), seeds=[1, 2])
+    x = torch.tensor([[[-1.0], [-0.5]], [[0.2], [0.7]]], dtype=torch.float64)
+    y = torch.tensor([[0.6], [1.6]], dtype=torch.float64)
+    recorder = two_point_recorder(x, y, ["layer0", "layer1"])
+    ens.eval()
+    from_pass = recorder.from_pass(ens.activations(x, ["layer0", "layer1", "output"]))
+    measured = recorder(0, ens)
+    assert torch.equal(from_pass, measured)
+    state = TwoPointState.unpack(measured, 2)
+    for k in range(2):
+        member = ens.member(k)
+        h = member.layer1(member.phi(member.conv1(member.phi(member.linear0(x[k])).reshape(2, 3, 4))))
+        assert state.u[k, 1].item() == pytest.approx(float((h[1] - h[0]).pow(2).sum()), rel=1e-12)
+        out = member(x[k])
+        assert state.v[k].item() == pytest.approx(float((out[1] - out[0]).pow(2).sum()), rel=1e-12)

