@@ -199,6 +199,23 @@ def _bands(T: int, size: np.ndarray, rng: np.random.Generator, R: int = 16) -> t
     return fill_empty_cells(class_mean_logits(labels, logits, 3)), labels, logits
 
 
+def test_misordered_is_the_fraction_of_pairs_in_the_wrong_order():
+    """Fig. 1's pair overlap (1 − Mann–Whitney U/(n_k n_l), U from scipy) equals the direct count over all
+    cross-class pairs, tied pairs counting ½, with and without ties (the hand-rolled rank sum it replaced gave the
+    same values)."""
+    from repdyn.experiments.elastic_sde.geomnist import _misordered
+    rng = np.random.default_rng(7)
+    for n_high, n_low, tied in ((1, 1, False), (3, 5, True), (40, 25, False), (200, 300, True)):
+        values = rng.integers(0, 6, n_high + n_low).astype(float) if tied else rng.normal(size=n_high + n_low)
+        labels = np.r_[np.full(n_high, 2), np.full(n_low, 0)]
+        order = rng.permutation(n_high + n_low)
+        proj, lab = values[order], labels[order]
+        a, b = proj[lab == 2], proj[lab == 0]
+        wrong = ((a[:, None] < b[None, :]) + 0.5 * (a[:, None] == b[None, :])).mean()
+        assert abs(_misordered(proj, lab, 2, 0) - wrong) < 1e-12
+        assert abs(_misordered(proj, lab, 0, 2) - (1 - wrong)) < 1e-12
+
+
 def test_bands_overlap_left_needs_bands_that_drift_apart():
     """Fig. 1's measure: bands that start on top of each other and drift apart into disjoint ones leave ≈ 0 of their
     overlap (far below the band 0.01); static bands, even well ordered ones (the untrained network's case), leave
