@@ -246,11 +246,12 @@ def single_neuron_velocity(w: np.ndarray, b: np.ndarray, beta: np.ndarray, h: in
     breaks = np.stack([np.full_like(zeta, x_min), np.full_like(zeta, x_max), np.clip(zeta, -9, 9)], axis=1)
     x, weight, density = _gaussian_segment_nodes(breaks)
     label = stripe_label(x, x_min, x_max)
+    w1x = w1[:, None, None] * x
     # Φ((ω₁ x₁ + b√d)/ω_⊥) = g_λ(x₁ − ζ₁)
-    gate = special.ndtr((w1[:, None, None] * x + math.sqrt(d) * b[:, None, None]) / sd[:, None, None])
+    gate = special.ndtr((w1x + math.sqrt(d) * b[:, None, None]) / sd[:, None, None])
     mean_x = (label * x * gate * weight * density).sum(axis=(1, 2))
     mean_b = (label * gate * weight * density).sum(axis=(1, 2))
-    centre = (w1[:, None, None] * x / math.sqrt(d) + b[:, None, None])
+    centre = w1x / math.sqrt(d) + b[:, None, None]
     spread = sd[:, None, None] / math.sqrt(d)
     relu_mean = label * (centre * special.ndtr(centre / spread) + spread * _pdf(centre / spread))  # y E_ξ[relu]
     mean_beta = (relu_mean * weight * density).sum(axis=(1, 2))
@@ -262,11 +263,12 @@ def single_neuron_velocity(w: np.ndarray, b: np.ndarray, beta: np.ndarray, h: in
     inside = np.where(s > 0, inside, ((m > x_min) & (m < x_max)).astype(float))
     y_perp = 1.0 - 2.0 * inside
     perp_rate = np.exp(-d * b**2 / (2 * w_norm**2)) / math.sqrt(2 * math.pi) * y_perp / w_norm
+    rate = beta / tau
     dw = np.empty_like(w)
-    dw[:, 0] = beta / tau * mean_x
-    dw[:, 1:] = (beta / tau)[:, None] * perp_rate[:, None] * w[:, 1:]
+    dw[:, 0] = rate * mean_x
+    dw[:, 1:] = rate[:, None] * perp_rate[:, None] * w[:, 1:]
     if finite_p_noise is not None:
-        dw[:, 1:] += (beta / tau)[:, None] * np.asarray(finite_p_noise, dtype=float)
+        dw[:, 1:] += rate[:, None] * np.asarray(finite_p_noise, dtype=float)
     db = math.sqrt(d) * beta / tau * mean_b
     dbeta = math.sqrt(2) / h * mean_beta
     return dw, db, dbeta
