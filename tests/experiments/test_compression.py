@@ -203,6 +203,20 @@ def test_lazy_only_realisations_are_nested_and_share_their_test_set() -> None:
     assert pool.shape[1] == 64 and pool2.shape[1] == 128
 
 
+def test_nested_lazy_errors_are_those_of_each_p() -> None:
+    """Session 31: the lazy-only curve is one run whose smaller p use the leading blocks of the largest p's kernels;
+    its errors are those of the hard-margin learner trained on each p alone (kernel entries equal to rounding)."""
+    from repdyn.experiments.compression.common import arccos_svm_error, nested_arccos_svm_errors
+    from repdyn.experiments.compression.learning_curves import realisation
+
+    (x, y), (xt, yt) = realisation(7, 3, 5, 256, 300, "cpu")
+    p_values = (64, 128, 256)
+    nested = nested_arccos_svm_errors(x, y, xt, yt, p_values, 1.0)
+    alone = np.array([arccos_svm_error(x[:, :p], y[:, :p], xt, yt, 1.0) for p in p_values])
+    assert nested.shape == (3, 3) and np.array_equal(nested, alone)
+    assert nested[0].mean() > nested[-1].mean()  # a learning curve: the error falls with p
+
+
 @pytest.mark.parametrize("name", ["compression.learning_curves", "compression.ntk_pca", "compression.real_images"])
 def test_at_init_control_is_analysis_only_and_reads_the_untrained_network(name) -> None:
     """The at_init control reuses the runs: its analysis replaces every trained quantity by the untrained one, so

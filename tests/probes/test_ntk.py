@@ -151,3 +151,20 @@ def test_ntk_of_a_model_on_token_ids_differentiates_parameters_only():
     torch.testing.assert_close(fast, reference, rtol=1e-4, atol=1e-4)
     as_dict = empirical_ntk(model, {"ids": tokens}, forward=lambda m, b: m(b["ids"]))
     torch.testing.assert_close(as_dict, reference, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("max_bytes", [2**30, 1000])
+def test_cross_kernel_with_gram_is_two_calls_bit_for_bit(max_bytes):
+    """empirical_ntk_with_gram forms x2's Jacobian once (a CNN, as seed 003's real_images uses it); the kernels are
+    the bits of two empirical_ntk calls, also on the bounded-memory path (max_bytes = 1000: the two calls)."""
+    from repdyn.nn.mnas_cnn import MnasCNN
+    from repdyn.probes.ntk import empirical_ntk_with_gram
+    torch.manual_seed(0)
+    model = MnasCNN(2)
+    x, x2 = torch.randn(7, 1, 12, 12), torch.randn(5, 1, 12, 12)
+    weights = [n for n, _ in model.named_parameters() if n != "bias"]
+    cross, gram = empirical_ntk_with_gram(model, x, x2, params=weights, chunk_size=3, max_jacobian_bytes=max_bytes)
+    kw = {"params": weights, "method": "jacobian", "chunk_size": 3, "max_jacobian_bytes": max_bytes}
+    assert torch.equal(cross, empirical_ntk(model, x, x2, **kw)) and cross.shape == (7, 5)
+    assert torch.equal(gram, empirical_ntk(model, x2, **kw))
+    assert torch.allclose(gram, gram.T) and model.training

@@ -200,3 +200,15 @@ def test_kernel_flow_classifier_is_close_to_hard_margin_svm() -> None:
 def test_kernel_flow_bad_input() -> None:
     with pytest.raises(ValueError, match="do not match"):
         C.kernel_hinge_flow(torch.eye(3), torch.ones(4))
+
+
+def test_normal_density_on_finite_and_infinite_arguments() -> None:
+    """_pdf (the Gaussian averages' density, session 31: no where when every argument is finite) against scipy's
+    normal density; 0 at ±∞ and NaN."""
+    from scipy import stats
+
+    x = np.linspace(-9, 9, 181)
+    np.testing.assert_allclose(C._pdf(x), stats.norm.pdf(x), rtol=1e-14, atol=0)
+    got = C._pdf(np.array([0.0, 1.0, np.inf, -np.inf, np.nan]))
+    np.testing.assert_allclose(got, [stats.norm.pdf(0.0), stats.norm.pdf(1.0), 0.0, 0.0, 0.0], rtol=1e-14, atol=0)
+    assert np.array_equal(C._pdf(x[:3]), C._pdf(np.append(x[:3], np.inf))[:3])  # the two paths, the same bits

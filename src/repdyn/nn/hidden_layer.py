@@ -216,6 +216,10 @@ class _Records:
         self.flush()
         return {"blocks": list(self.blocks), "frozen": self.frozen}
 
+    def compact(self, idx: torch.Tensor) -> None:
+        """From here on the records hold the trials ``idx`` only (after :meth:`freeze`)."""
+        self.idx = idx
+
     def restore(self, state: dict, idx: torch.Tensor) -> None:
         self.blocks, self.pending, self.frozen = list(state["blocks"]), [], state["frozen"]
         self.idx = idx if idx.numel() < self.frozen.shape[1] else None
@@ -366,7 +370,7 @@ def train_gradient_flow(net: HiddenLayerNet, x: torch.Tensor, y: torch.Tensor, a
                         frozen_neurons = frozen_neurons.index_copy(0, idx, theta[:, :trace_neurons])
                     keep = running.nonzero().squeeze(1)
                     idx, y, inf, ws = idx[keep], y[keep], inf[keep], ws.subset(keep)
-                    records.idx = idx
+                    records.compact(idx)
                     (theta, grad, out, margins, dt, t, t_star, lam, lam_star, lam_max, at_t_star, fitted, running,
                      last_rejected) = (v[keep] for v in (*state[:3], margins, *state[3:]))
                     gnorm = gnorm[keep]

@@ -289,3 +289,36 @@ def empirical_ntk(
         return kernel.detach()
     finally:
         model.train(was_training)
+
+
+def empirical_ntk_with_gram(
+    model: nn.Module,
+    x: Batch,
+    x2: Batch,
+    *,
+    forward: ForwardFn | None = None,
+    params: Iterable[str] | None = None,
+    output: str = "trace",
+    chunk_size: int = 128,
+    max_jacobian_bytes: int = 2**30,
+) -> tuple[Tensor, Tensor]:
+    """(Θ(x, x2), Θ(x2, x2)): what ``empirical_ntk(model, x, x2, method="jacobian", …)`` and
+    ``empirical_ntk(model, x2, method="jacobian", …)`` return, the same bits, with x2's Jacobian formed once
+    (e.g. a test-set kernel and the training Gram matrix). When the two Jacobians do not fit
+    ``max_jacobian_bytes`` it is those two calls."""
+    kw = {"forward": forward, "params": params, "output": output, "method": "jacobian", "chunk_size": chunk_size,
+          "max_jacobian_bytes": max_jacobian_bytes}
+    if output not in ("trace", "full") or chunk_size < 1:
+        return empirical_ntk(model, x, x2, **kw), empirical_ntk(model, x2, **kw)  # their errors
+    was_training = model.training
+    model.eval()
+    try:
+        jac = jacobian_fn(model, _chosen_parameters(model, params), forward)
+        first = jac(take(x2, slice(0, 1)))
+        if (batch_length(x) + batch_length(x2)) * first.numel() * first.element_size() > max_jacobian_bytes:
+            return empirical_ntk(model, x, x2, **kw), empirical_ntk(model, x2, **kw)
+        j2 = _whole_jacobian(jac, x2, chunk_size, first)
+        return (_gram(_whole_jacobian(jac, x, chunk_size, first), j2, output).detach(),
+                _symmetric_gram(j2, output).detach())
+    finally:
+        model.train(was_training)

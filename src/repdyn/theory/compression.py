@@ -121,9 +121,12 @@ def limit_coefficients(zeta: np.ndarray | float, branch: int, x_min: float = STR
 
 
 def _pdf(x: np.ndarray) -> np.ndarray:
+    """Standard normal density, 0 at ±∞ and NaN (the ``where`` is skipped when every x is finite: the same values)."""
+    finite = np.isfinite(x)
     with np.errstate(over="ignore"):
-        return np.where(np.isfinite(x), np.exp(-0.5 * np.square(np.where(np.isfinite(x), x, 0.0))), 0.0) / math.sqrt(
-            2 * math.pi)
+        if finite.all():
+            return np.exp(-0.5 * np.square(x)) / math.sqrt(2 * math.pi)
+        return np.where(finite, np.exp(-0.5 * np.square(np.where(finite, x, 0.0))), 0.0) / math.sqrt(2 * math.pi)
 
 
 def fixed_point_function(zeta: np.ndarray | float, d: int, branch: int, x_min: float = STRIPE_X_MIN,
@@ -246,13 +249,16 @@ def single_neuron_velocity(w: np.ndarray, b: np.ndarray, beta: np.ndarray, h: in
     breaks = np.stack([np.full_like(zeta, x_min), np.full_like(zeta, x_max), np.clip(zeta, -9, 9)], axis=1)
     x, weight, density = _gaussian_segment_nodes(breaks)
     label = stripe_label(x, x_min, x_max)
+    w1x = w1[:, None, None] * x
     # Φ((ω₁ x₁ + b√d)/ω_⊥) = g_λ(x₁ − ζ₁)
-    gate = special.ndtr((w1[:, None, None] * x + math.sqrt(d) * b[:, None, None]) / sd[:, None, None])
-    mean_x = (label * x * gate * weight * density).sum(axis=(1, 2))
-    mean_b = (label * gate * weight * density).sum(axis=(1, 2))
-    centre = (w1[:, None, None] * x / math.sqrt(d) + b[:, None, None])
+    gate = special.ndtr((w1x + math.sqrt(d) * b[:, None, None]) / sd[:, None, None])
+    signed_gate = label * gate  # label = ±1: exact, so signed_gate * x is label * x * gate to the bit
+    mean_x = (signed_gate * x * weight * density).sum(axis=(1, 2))
+    mean_b = (signed_gate * weight * density).sum(axis=(1, 2))
+    centre = w1x / math.sqrt(d) + b[:, None, None]
     spread = sd[:, None, None] / math.sqrt(d)
-    relu_mean = label * (centre * special.ndtr(centre / spread) + spread * _pdf(centre / spread))  # y E_ξ[relu]
+    ratio = centre / spread
+    relu_mean = label * (centre * special.ndtr(ratio) + spread * _pdf(ratio))  # y E_ξ[relu]
     mean_beta = (relu_mean * weight * density).sum(axis=(1, 2))
     # ⟨y(s x₁ + m)⟩ = 1 − 2 P(x_min < s x₁ + m < x_max) in closed form
     s = w_perp / w_norm
@@ -262,11 +268,12 @@ def single_neuron_velocity(w: np.ndarray, b: np.ndarray, beta: np.ndarray, h: in
     inside = np.where(s > 0, inside, ((m > x_min) & (m < x_max)).astype(float))
     y_perp = 1.0 - 2.0 * inside
     perp_rate = np.exp(-d * b**2 / (2 * w_norm**2)) / math.sqrt(2 * math.pi) * y_perp / w_norm
+    rate = beta / tau
     dw = np.empty_like(w)
-    dw[:, 0] = beta / tau * mean_x
-    dw[:, 1:] = (beta / tau)[:, None] * perp_rate[:, None] * w[:, 1:]
+    dw[:, 0] = rate * mean_x
+    dw[:, 1:] = rate[:, None] * perp_rate[:, None] * w[:, 1:]
     if finite_p_noise is not None:
-        dw[:, 1:] += (beta / tau)[:, None] * np.asarray(finite_p_noise, dtype=float)
+        dw[:, 1:] += rate[:, None] * np.asarray(finite_p_noise, dtype=float)
     db = math.sqrt(d) * beta / tau * mean_b
     dbeta = math.sqrt(2) / h * mean_beta
     return dw, db, dbeta
@@ -278,6 +285,12 @@ def finite_p_discrepancy(x: np.ndarray, y: np.ndarray, zeta: np.ndarray, branch:
 
     x: (p, d), y: (p,), zeta, branch: (n,) → (n, d − 1). Uses sorted cumulative sums, O((p + n) d).
     """
+    return finite_p_discrepancy_fn(x, y)(zeta, branch)
+
+
+def finite_p_discrepancy_fn(x: np.ndarray, y: np.ndarray):
+    """:func:`finite_p_discrepancy` of one training set as a function of (ζ, branch): the sort and the cumulative
+    sums over the set are done once (an ODE evaluates the discrepancy at every step)."""
     x = np.asarray(x, dtype=float)
     y = np.asarray(y, dtype=float)
     p = x.shape[0]
@@ -285,10 +298,14 @@ def finite_p_discrepancy(x: np.ndarray, y: np.ndarray, zeta: np.ndarray, branch:
     x1 = x[order, 0]
     contrib = x[order, 1:] * y[order, None] / p
     cum = np.vstack([np.zeros((1, contrib.shape[1])), np.cumsum(contrib, axis=0)])
-    k = np.searchsorted(x1, np.asarray(zeta, dtype=float), side="right")  # number of points with x₁ <= ζ
-    below = cum[k]
-    above = cum[-1] - below
-    return np.where(np.asarray(branch)[:, None] > 0, above, below)
+
+    def discrepancy(zeta: np.ndarray, branch: np.ndarray) -> np.ndarray:
+        k = np.searchsorted(x1, np.asarray(zeta, dtype=float), side="right")  # number of points with x₁ <= ζ
+        below = cum[k]
+        above = cum[-1] - below
+        return np.where(np.asarray(branch)[:, None] > 0, above, below)
+
+    return discrepancy
 
 
 # ---------------------------------------------------------------------------------------------------------

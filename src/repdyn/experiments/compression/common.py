@@ -183,6 +183,23 @@ def arccos_svm_error(x: torch.Tensor, y: torch.Tensor, xt: torch.Tensor, yt: tor
                                        by_rows(infinite_width_ntk, xt[s], x[s], rows)), y, yt)
 
 
+def nested_arccos_svm_errors(x: torch.Tensor, y: torch.Tensor, xt: torch.Tensor, yt: torch.Tensor,
+                             p_values: tuple[int, ...], memory_gb: float) -> np.ndarray:
+    """:func:`arccos_svm_error` on the nested training sets x[:, :p] for every p of ``p_values`` (one test set),
+    (len(p_values), S): per trial the kernels of the largest p are computed once and each smaller p uses their
+    leading blocks (the same entries up to the rounding of the row chunking)."""
+    p_max = max(p_values)
+    rows = row_chunk(min(memory_gb, SMALL_CHUNK_GB), 6 * 8 * p_max)
+    errors = np.empty((len(p_values), y.shape[0]))
+    for s in range(y.shape[0]):
+        train = by_rows(infinite_width_ntk, x[s, :p_max], x[s, :p_max], rows)
+        test = by_rows(infinite_width_ntk, xt[s], x[s, :p_max], rows)
+        for i, p in enumerate(p_values):
+            blocks = (train[:p, :p], test[:, :p])
+            errors[i, s] = kernel_svm_error(lambda _, b=blocks: b, y[s:s + 1, :p], yt[s:s + 1])[0]
+    return errors
+
+
 def trained_ntk_svm_error(net: HiddenLayerNet, xk: torch.Tensor, yk: torch.Tensor, xt: torch.Tensor,
                           yt: torch.Tensor, memory_gb: float) -> np.ndarray:
     """Hard-margin learner on the frozen NTK of ``net`` (trial s: kernel set xk[s], test set xt[s]), rows chunked to

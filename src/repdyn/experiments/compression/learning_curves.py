@@ -20,6 +20,7 @@ from repdyn.experiments.compression.common import (
     arccos_svm_error,
     flow_summary,
     generator,
+    nested_arccos_svm_errors,
     network_output,
     train,
     trained_ntk_svm_error,
@@ -198,16 +199,16 @@ class LearningCurves(Experiment):
         # runs: one seed per curve, nested training sets and one test set (common random numbers)
         # cylinder runs (Fig. 7 bottom): independent data and initialisation at each p, like the stripe's
         return ([RunSpec(f"p={p}", {"p": p}) for p in config.p_values]
-                + [RunSpec(f"lazy p={p}", {"p": p, "lazy_only": True}, seed_group="lazy")
-                   for p in config.lazy_p_values]
+                + [RunSpec("lazy", {"lazy_only": True}, seed_group="lazy")]
                 + [RunSpec(f"cylinder p={p}", {"p": p, "cylinder": True}) for p in config.cylinder_p])
 
     def execute(self, config: LearningCurveConfig, run: RunSpec, seed: int, device: str) -> RunResult:
-        p = run.params["p"]
         if run.params.get("lazy_only"):
             (x, y), (xt, yt) = realisation(seed, config.lazy_seeds, config.d, max(config.lazy_p_values),
                                               config.n_test, device)
-            return {"lazy": arccos_svm_error(x[:, :p], y[:, :p], xt, yt, config.memory_gb), "p": p}
+            return {"lazy": nested_arccos_svm_errors(x, y, xt, yt, config.lazy_p_values, config.memory_gb),
+                    "p": np.array(config.lazy_p_values)}
+        p = run.params["p"]
         if run.params.get("cylinder"):
             return {**cylinder_protocol(config, p, seed, device), "p": p}
         return {**protocol(config, p, seed, device)["out"], "p": p}
@@ -222,7 +223,7 @@ class LearningCurves(Experiment):
         table = {k: np.maximum(np.array([results[f"p={int(q)}"][source[k]] for q in p]), floor) for k in kinds}
         slopes = {k: -trial_slopes(p, table[k]) for k in kinds}
         p_lazy = np.array(config.lazy_p_values, dtype=float)
-        lazy_table = np.maximum(np.array([results[f"lazy p={int(q)}"]["lazy"] for q in p_lazy]), floor)
+        lazy_table = np.maximum(np.asarray(results["lazy"]["lazy"]), floor)
         paired_lazy = slopes["lazy"]
         slopes["lazy"] = -trial_slopes(p_lazy, lazy_table)
         med = {k: np.median(table[k], axis=1) for k in kinds}

@@ -22,7 +22,7 @@ from repdyn.experiments.config import ConfigError, check_data_folder, param
 from repdyn.nn.divergence import check_finite
 from repdyn.nn.mnas_cnn import MnasCNN
 from repdyn.probes.kernel_pca import kernel_pca
-from repdyn.probes.ntk import empirical_ntk
+from repdyn.probes.ntk import empirical_ntk_with_gram
 from repdyn.theory.compression import classification_error
 from repdyn.theory.mutual_information import knn_label_mutual_information
 
@@ -82,11 +82,13 @@ def _seeded_cnn(width: int, seed: int, device: str) -> MnasCNN:
     return model.to(device)
 
 
-def _cnn_weight_ntk(model: MnasCNN, x: torch.Tensor, x2: torch.Tensor | None = None) -> torch.Tensor:
-    """Empirical NTK (float64) of the CNN with respect to every parameter but the scalar output bias. The full
-    NTK adds that bias's exact term ∂f/∂b · ∂f/∂b = 1; keeping it apart lets the report show both kernels."""
+def _cnn_weight_ntks(model: MnasCNN, x: torch.Tensor, x_test: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Empirical NTKs (float64) of the CNN with respect to every parameter but the scalar output bias: the Gram
+    matrix of x and the kernel between x_test and x (x's Jacobian formed once). The full NTK adds that bias's exact
+    term ∂f/∂b · ∂f/∂b = 1; keeping it apart lets the report show both kernels."""
     weights = [name for name, _ in model.named_parameters() if name != "bias"]
-    return empirical_ntk(model, x, x2, params=weights).double()
+    test, gram = empirical_ntk_with_gram(model, x_test, x, params=weights)
+    return gram.double(), test.double()
 
 
 def softhinge(margins: torch.Tensor, alpha: float) -> torch.Tensor:
@@ -233,7 +235,7 @@ class RealImages(Experiment):
         xk, yk, xt, yt = x[kernel_set], y[kernel_set], x[test], y[test]
         r = config.n_modes
         for label, net in (("init", net0), ("final", model)):
-            weight_gram, weight_gram_test = _cnn_weight_ntk(net, xk), _cnn_weight_ntk(net, xt, xk)
+            weight_gram, weight_gram_test = _cnn_weight_ntks(net, xk, xt)
             for suffix, shift in (("", 1.0), ("_weights_only", 0.0)):
                 out[f"{label}{suffix}_error"] = float(svm_error((weight_gram + shift)[None], yk.double()[None],
                                                                 (weight_gram_test + shift)[None],

@@ -17,7 +17,7 @@ from repdyn.experiments.compression.common import UNTRAINED, generator
 from repdyn.experiments.config import param
 from repdyn.nn.hidden_layer import init_hidden_layer, train_gradient_flow
 from repdyn.theory.compression import (
-    finite_p_discrepancy,
+    finite_p_discrepancy_fn,
     intercept_velocity,
     single_neuron_velocity,
     stripe_attractors,
@@ -37,12 +37,13 @@ def _neuron_ode(w0: np.ndarray, b0: np.ndarray, beta0: np.ndarray, h: int, x: np
                 times: np.ndarray) -> np.ndarray:
     """Integrate Eq. (5) + Eq. (7) (finite-p term from the training set) for all neurons; (n, len(times), d+2)."""
     n, d = w0.shape
+    discrepancy = finite_p_discrepancy_fn(x, y)
 
     def rhs(_t: float, state: np.ndarray) -> np.ndarray:
         s = state.reshape(n, d + 2)
         w, b, beta = s[:, :d], s[:, d], s[:, d + 1]
         zeta = -math.sqrt(d) * b / np.where(w[:, 0] == 0, 1e-300, w[:, 0])
-        noise = finite_p_discrepancy(x, y, zeta, np.sign(w[:, 0]))
+        noise = discrepancy(zeta, np.sign(w[:, 0]))
         dw, db, dbeta = single_neuron_velocity(w, b, beta, h, noise)
         return np.column_stack([dw, db, dbeta]).ravel()
 
