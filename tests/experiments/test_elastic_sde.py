@@ -118,6 +118,28 @@ def test_unexplained_movement_is_one_for_the_genuine_mean_and_zero_for_the_path_
     np.testing.assert_allclose(_margins(genuine)[-1], np.tanh(4.0) * np.sqrt(2 / 3))
 
 
+def test_rd_trend_is_the_ratio_of_the_window_halves_relative_errors():
+    """Fig. D.9 (ii): with genuine X̄^k = g(t)·d_k and a path (1 + e(t))·X̄, RD (D.21) = 2|e|/(2 + e) whatever the
+    growth g; outside the window nothing counts."""
+    from repdyn.experiments.elastic_sde.geomnist import _rd_trend
+    T = 400
+    t = np.arange(T)
+    genuine = np.exp(t / 100)[:, None, None] * (np.eye(3) - 1 / 3)[None]       # logits grow along d_k
+    window = slice(100, 300)
+
+    def path(e):
+        return (1 + e)[:, None, None] * genuine
+
+    halving = np.where(t < 200, 0.2, 0.1)
+    halving[:100], halving[300:] = 1.5, 0.0                                     # outside the window: ignored
+    assert _rd_trend(genuine, path(halving), window) == pytest.approx((0.2 / 2.1) / (0.4 / 2.2), rel=1e-12)
+    flat = np.full(T, 0.3)
+    flat[:100] = 1.0                                                            # a transient before the window
+    assert _rd_trend(genuine, path(flat), window) == pytest.approx(1.0, rel=1e-12)
+    rising = np.where(t < 200, 0.1, 0.2)
+    assert _rd_trend(genuine, path(rising), window) == pytest.approx((0.4 / 2.2) / (0.2 / 2.1), rel=1e-12)
+
+
 def test_replicates_are_consecutive_blocks_of_the_one_ensemble():
     from repdyn.experiments.elastic_sde.common import split_replicates
     res = {"label": np.arange(6)[:, None] * np.ones((1, 5)), "logits": np.arange(6)[:, None, None] * np.ones((1, 5, 3)),

@@ -134,6 +134,13 @@ def _mean_rd(genuine: np.ndarray, path: np.ndarray, window: slice) -> float:
     return float(np.nanmean(ee.relative_difference(genuine, path, "logit")[window]))
 
 
+def _rd_trend(genuine: np.ndarray, path: np.ndarray, window: slice) -> float:
+    """Fig. D.9 (ii), "a decreasing trend of the RD under the L-model": :func:`_mean_rd` over the second half of
+    ``window`` over that over its first half (< 1: RD decreasing)."""
+    mid = (window.start + window.stop) // 2
+    return _mean_rd(genuine, path, slice(mid, window.stop)) / _mean_rd(genuine, path, slice(window.start, mid))
+
+
 D1_WINDOWS = (11, 51, 101, 301)
 """Fig. D.1's Savitzky–Golay windows (App. D.1.2)."""
 
@@ -214,6 +221,10 @@ def _bands_overlap_left(xbar: np.ndarray, labels: np.ndarray, logits: np.ndarray
     return best | {"pairwise_end": max(own)}
 
 
+SCORES = ("unexplained", "rd", "rd_terminal", "rd_trend", "argmax")
+"""The h5 scores of a simulated path against the held-out half (:func:`_fold_scores`)."""
+
+
 def _seed_measurements(res: RunResult, config: GeoConfig, rng: np.random.Generator) -> dict:
     est = estimate(res["label"], res["logits"], config.sg_window)
     start = amplification_start(res["train_loss"], config.sg_window)
@@ -228,7 +239,7 @@ def _seed_measurements(res: RunResult, config: GeoConfig, rng: np.random.Generat
     folds = [_fold_scores(res, fit, score_half, config, rng, start)
              for fit, score_half in zip(fits, halves[::-1])]
     scores = {score: {key: float(np.mean([f[score][key] for f in folds])) for key in folds[0][score]}
-              for score in ("unexplained", "rd", "rd_terminal", "argmax")}
+              for score in SCORES}
     plane = _plane_turn_per_efold(est.xbar, config.sg_window, start)
     bands = _bands_overlap_left(est.xbar, res["label"], res["logits"])
     return {"est": est, "checks": checks, "windows": windows, "halves_agreement": agreement, "plane": plane,
@@ -249,6 +260,9 @@ def _fold_scores(res: RunResult, fit: Estimates, score_half: slice, config: GeoC
     tail = max(T // 10, 1)
     null = np.broadcast_to(fit.xbar[-tail:].mean(axis=0), fit.xbar.shape)
     stage, terminal = slice(start, T), slice(T - tail, T)
+    # Fig. D.9 (ii): the amplification stage without the last tenth, where the rescaling scalar is fitted to the
+    # held-out path (pre-registered, docs/reproduction/004.md "Session 31: Fig. D.9 (ii)")
+    trend = slice(start, T - tail)
     # the initial values in the order one simulation at a time would draw them (draw by draw, path by path)
     y0 = [{key: ee.simulation_initial_values(fit.xbar[0], config.sim_runs, rng).mean(axis=0) for key in PATHS}
           for _ in range(SIM_DRAWS)]
@@ -260,9 +274,10 @@ def _fold_scores(res: RunResult, fit: Estimates, score_half: slice, config: GeoC
                       "unexplained": {key: _unexplained(held, path, stage) for key, path in paths.items()},
                       "rd": {key: _mean_rd(held, path, stage) for key, path in paths.items()},
                       "rd_terminal": {key: _mean_rd(held, path, terminal) for key, path in paths.items()},
+                      "rd_trend": {key: _rd_trend(held, path, trend) for key, path in paths.items()},
                       "argmax": {key: _argmax_agreement(held, path, terminal) for key, path in paths.items()}})
     scores = {score: {key: float(np.median([d[score][key] for d in draws])) for key in draws[0][score]}
-              for score in ("unexplained", "rd", "rd_terminal", "argmax")}
+              for score in SCORES}
     return {"paths": draws[0]["paths"], "held": held, **scores}
 
 
@@ -495,6 +510,7 @@ class GeoMNISTDynamics(Experiment):
         metrics = [{"seed": i, "model": model, **s["checks"][model]} for i, s in enumerate(seeds) for model in
                    s["checks"]]
         metrics += [{"seed": i, "path": str(key), "mean_rd_stage": v, "terminal_rd": s["rd_terminal"][key],
+                     "rd_trend": s["rd_trend"][key],
                      "argmax_agreement": s["argmax"][key]} for i, s in enumerate(seeds) for key, v in s["rd"].items()]
         final_acc = results["replicates"]["val_acc"][-1]
         notes = (f"{config.seeds} replicates × {config.trials} trials × {config.steps} iterations (p_err = "
