@@ -306,7 +306,6 @@ def train_gradient_flow(net: HiddenLayerNet, x: torch.Tensor, y: torch.Tensor, a
     f0, *_ = ws.direction(theta)
     ws.f0 = f0.clone()
     out, grad, margins, _ = ws.direction(theta)
-    gnorm = torch.linalg.vector_norm(grad.flatten(1), dim=1)  # ‖g‖ of the accepted gradient, kept across steps
     dt = torch.ones(n_trials, dtype=torch.float64, device=x.device)
     t = torch.zeros_like(dt)
     t_star = torch.full_like(dt, math.nan)
@@ -348,7 +347,7 @@ def train_gradient_flow(net: HiddenLayerNet, x: torch.Tensor, y: torch.Tensor, a
         (theta, grad, out, margins, dt, t, t_star, lam, lam_star, lam_max, at_t_star, fitted, running,
          last_rejected) = saved["state"]
         y, inf, ws = y[idx], inf[idx], ws.subset(idx)
-        gnorm = torch.linalg.vector_norm(grad.flatten(1), dim=1)
+    gnorm = torch.linalg.vector_norm(grad.flatten(1), dim=1)  # ‖g‖ of the accepted gradient, kept across steps
     cap = Cap(max_steps)
     # inference mode: the same kernels without autograd's bookkeeping, which is most of the cost of the step
     # control's small (S,) operations; every tensor that leaves the loop is copied out of it below
