@@ -13,7 +13,7 @@ CLAIM = ClaimSpec("c", "a <b>statement</b>", "seed 000, Eq. 7", InRange(0, 1), q
 
 def outcome(name: str, metrics: list[dict], values: list[float]) -> ExperimentOutcome:
     claim = evaluate(name, CLAIM, values, control=[3.0, 4.0, 5.0])
-    return ExperimentOutcome(name, "Title", "000", "Fig. 2", {"width": 3}, [claim], {}, metrics,
+    return ExperimentOutcome(name, "Title", "000", "Fig. 2", {"width": 3}, [claim], {"claims": b"\x89PNG"}, metrics,
                              [{"label": "r", "status": "ok", "seconds": 0.1, "step": None}], notes="why")
 
 
@@ -37,7 +37,7 @@ def test_report_files_escape_html_and_keep_mixed_metrics(tmp_path):
 
 
 def test_the_claims_figure_draws_seeds_that_could_not_be_measured():
-    from repdyn.report.claims_figure import claims_figure
+    from repdyn.experiments.claims_figure import claims_figure
 
     claims = [evaluate("e", CLAIM, [0.1, float("nan"), 0.2], control=[float("inf"), 1.0, 1.0]),
               evaluate("e", CLAIM, [0.1, float("inf"), 0.2], control=[3.0, 4.0, 5.0])]

@@ -380,3 +380,18 @@ def test_stored_runs_record_when_they_ran(tmp_path):
         assert meta["seconds"] >= 0.3
     first, second = sorted(metas, key=lambda m: m["started_at"])
     assert second["started_at"] >= first["finished_at"]  # one process: one run after the other
+
+
+def test_the_analysis_draws_the_claims_figure_so_the_report_only_embeds(tmp_path, monkeypatch):
+    from repdyn.report import render
+    from repdyn.runtime.reproduce import analyse, execute, plan
+
+    plan_ = plan([FIXTURE, "fixture.tanh_regression"], scale="smoke", out=tmp_path / "out")
+    execute(plan_)
+    least_squares, tanh = analyse(plan_)
+    assert list(least_squares.figures) == ["loss"]  # one value per claim: nothing for a claims figure to show
+    assert list(tanh.figures) == ["claims"]  # per-seed values, drawn by the analysis
+    assert tanh.figures["claims"].startswith(b"\x89PNG\r\n\x1a\n")
+    monkeypatch.setattr("matplotlib.figure.Figure.savefig", lambda *a, **k: pytest.fail("the report drew a figure"))
+    html = render.write_report(plan_.out, [least_squares, tanh], scale="smoke", seed=0, device="cpu").read_text()
+    assert html.count("data:image/png;base64,") == 2

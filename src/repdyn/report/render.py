@@ -16,10 +16,9 @@ import pandas as pd
 
 import repdyn
 from repdyn.experiments.claims import VERDICTS, ClaimResult
-from repdyn.report.claims_figure import claims_figure
 from repdyn.runtime import registry
 from repdyn.runtime.atomic import atomic_write, atomic_write_text
-from repdyn.runtime.reproduce import ExperimentOutcome, figure_png, write_json_atomic
+from repdyn.runtime.reproduce import ExperimentOutcome, write_json_atomic
 
 ENVIRONMENT = jinja2.Environment(loader=jinja2.PackageLoader("repdyn.report", "templates"),
                           autoescape=jinja2.select_autoescape(["html"]), trim_blocks=True, lstrip_blocks=True)
@@ -91,9 +90,5 @@ def write_report(out: str | os.PathLike[str], outcomes: Sequence[ExperimentOutco
 
 
 def _figures(outcome: ExperimentOutcome) -> list[tuple[str, str]]:
-    """(name, base64 PNG) of the experiment's figures, the claims figure first."""
-    pngs = dict(outcome.figures)
-    figure = claims_figure(outcome.claims)
-    if figure is not None:
-        pngs = {"claims": figure_png(figure), **pngs}
-    return [(name, base64.b64encode(png).decode()) for name, png in pngs.items()]
+    """(name, base64 PNG) of the experiment's figures, the claims figure first (drawn by the analysis)."""
+    return [(name, base64.b64encode(png).decode()) for name, png in outcome.figures.items()]

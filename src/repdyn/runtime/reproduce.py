@@ -24,6 +24,7 @@ import torch
 
 from repdyn.experiments.base import SCALES, Experiment
 from repdyn.experiments.claims import ClaimResult, Control
+from repdyn.experiments.claims_figure import claims_figure
 from repdyn.experiments.config import ConfigError, apply_overrides, from_dict, run_dict, to_dict, validate
 from repdyn.experiments.verdicts import evaluate, skip
 from repdyn.runtime import registry
@@ -381,6 +382,9 @@ def _analyse_one(experiment: Experiment,
             experiment.name, spec, main.measured.get(spec.id), main.failures.get(spec.id),
             control=None if control is None else control.measured.get(spec.id),
             control_failure=None if control is None else control.failures.get(spec.id)))
+    summary = claims_figure(claims)
+    if summary is not None:  # drawn where the experiment is analysed (a worker), not after the last run
+        figures = {"claims": figure_png(summary), **figures}
     runs = [{"label": label, "status": run.status, "seconds": run.meta.get("seconds"),
              "step": run.meta.get("step")} for label, run in stored.items()]
     for control, _, control_stored in controls:
