@@ -174,7 +174,7 @@ class AlphaScan(Experiment):
         t_star = np.array([r["t_star"] for r in runs])  # (n_alpha, n_seeds)
         ratio = np.array([r["lambda_star"] / r["lambda0"] for r in runs])
         lazy = (np.log(t_star[-1]) - np.log(t_star[-2])) / (np.log(alphas[-1]) - np.log(alphas[-2]))
-        small = alphas <= 1e-4
+        small = alphas <= FEATURE_ALPHA
         half = fastest_half_time(config.width, config.d)
         if small.sum() >= 2:
             xs = np.log(1 / alphas[small])
