@@ -357,3 +357,65 @@ def test_flow_without_records_keeps_every_number(dtype) -> None:
             assert torch.equal(getattr(without, name).nan_to_num(-1), getattr(with_records, name).nan_to_num(-1)), name
     with pytest.raises(ValueError, match="trace_neurons"):
         train_gradient_flow(net0, x.to(dtype), y, 1e-2, max_steps=5, record_every=0, trace_neurons=2)
+
+
+def test_alpha_scan_converged_runs_keep_t_star_and_the_frozen_run_is_the_same_realisation() -> None:
+    """Fig. 11 left (session 32): a converge_alphas run goes on past t* by the same flow, so t*, Λ* and Λ(0) are
+    those of the run that stops just after t*; the frozen run's error is the hard-margin learner on the autograd NTK
+    (an independent kernel) of the initialisation the α runs start from, on the training and test sets they use."""
+    import dataclasses
+
+    from sklearn.svm import SVC
+
+    from repdyn.experiments.base import RunSpec
+    from repdyn.experiments.compression.alpha_scan import FROZEN
+    from repdyn.experiments.compression.common import draw, generator
+    from repdyn.nn.hidden_layer import HiddenLayerModule
+    from repdyn.probes.ntk import empirical_ntk
+
+    exp = next(e for e in EXPERIMENTS if e.name == "compression.alpha_scan")
+    cfg = dataclasses.replace(exp.config("smoke"), max_steps=2500, converge_steps=2500)
+    run = RunSpec("alpha=0.0001", {"alpha": 1e-4})
+    converged = exp.execute(cfg, run, 3, "cpu")
+    at_t_star = exp.execute(dataclasses.replace(cfg, test_errors=False), run, 3, "cpu")
+    for key in ("t_star", "lambda_star", "lambda0"):
+        np.testing.assert_array_equal(converged[key], at_t_star[key])
+    assert np.isfinite(at_t_star["t_star"]).all() and at_t_star["stopped"].all()
+    assert converged["steps"] > at_t_star["steps"] and "test_error" not in at_t_star
+    frozen = exp.execute(cfg, RunSpec(FROZEN, {"frozen": True}), 3, "cpu")["test_error"]
+    gen = generator(3)
+    x, y, net0 = draw("stripe", cfg.d, cfg.p, cfg.n_seeds, cfg.width, gen, "cpu")
+    xt, yt = sample_manifold("stripe", cfg.n_test, cfg.d, gen, batch=(cfg.n_seeds,))
+    for s in range(cfg.n_seeds):
+        module = HiddenLayerModule(net0, s)
+        svc = SVC(C=1e8, kernel="precomputed", tol=1e-4).fit(empirical_ntk(module, x[s]).detach().numpy(), y[s])
+        out = svc.decision_function(empirical_ntk(module, xt[s], x[s]).detach().numpy())
+        assert abs(float(np.mean(yt[s].numpy() * out <= 0)) - frozen[s]) <= 1 / cfg.n_test
+
+
+def test_alpha_scan_test_error_claims_are_the_closed_forms() -> None:
+    """The two Fig. 11 left measurements on given errors: the plateau ratio ε(α_b)/ε(α_a) and
+    g = ln(ε_lazy/ε(α_a)) / ((β_F − β_L) ln p), which is 1 when the ratio is p^−(β_F − β_L); under the α → ∞
+    control (lazy_in_place) the lazy error stands for both networks' and g = 0."""
+    import dataclasses
+
+    from repdyn.experiments.compression.alpha_scan import FROZEN, exponent_gap
+
+    exp = next(e for e in EXPERIMENTS if e.name == "compression.alpha_scan")
+    cfg = dataclasses.replace(exp.config("quick"), n_seeds=2)
+    assert exponent_gap(5) == pytest.approx(4 / 13) and exponent_gap(10) == pytest.approx(9 / 28)
+    lazy = np.array([0.1, 0.2])
+    feature = lazy * cfg.p ** -exponent_gap(cfg.d)
+    results = {f"alpha={a:g}": {"t_star": np.array([10.0 / a, 11.0 / a]), "lambda_star": np.ones(2),
+                                "lambda0": np.ones(2), "stopped": np.zeros(2, bool)} for a in cfg.alphas}
+    results["alpha=1e-08"]["test_error"] = feature
+    results["alpha=0.0001"]["test_error"] = 1.2 * feature
+    results[FROZEN] = {"test_error": lazy}
+    measured = exp.analyse(cfg, results).measured
+    np.testing.assert_allclose(measured["test_error_plateau"].values, 1.2)
+    np.testing.assert_allclose(measured["plateau_below_lazy"].values, 1.0)
+    control = exp.analyse(dataclasses.replace(cfg, lazy_in_place=True), results).measured
+    np.testing.assert_allclose(control["test_error_plateau"].values, lazy / feature)
+    np.testing.assert_array_equal(control["plateau_below_lazy"].values, 0.0)
+    with pytest.raises(ConfigError, match="converge_alphas"):
+        exp.prepare(apply_overrides(exp.config("quick"), {"converge_alphas": "1e-9"}))

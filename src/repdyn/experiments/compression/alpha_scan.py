@@ -1,4 +1,5 @@
-"""Feature-to-lazy crossover in α: t* ∝ 1/α (lazy), t* ≈ (τ*/2) log(1/α) (feature), Λ* → Λ(0) (Fig. 11, App. B)."""
+"""Feature-to-lazy crossover in α: t* ∝ 1/α (lazy), t* ≈ (τ*/2) log(1/α) (feature), Λ* → Λ(0), and the test error
+against α (Fig. 11, App. B)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,41 @@ from dataclasses import dataclass
 import numpy as np
 from matplotlib.figure import Figure
 
+from repdyn.data.manifolds import sample_manifold
 from repdyn.experiments.base import Analysis, Experiment, RunResult, RunSpec
 from repdyn.experiments.claims import ClaimSpec, Control, InRange, Measured, at_least
-from repdyn.experiments.compression.common import flow_summary, generator, train
-from repdyn.experiments.config import param
-from repdyn.theory.compression import growth_time, stripe_attractors
+from repdyn.experiments.compression.common import (
+    MEMORY_HELP,
+    draw,
+    flow_summary,
+    generator,
+    network_output,
+    train,
+    trained_ntk_svm_error,
+)
+from repdyn.experiments.config import ConfigError, param
+from repdyn.theory.compression import (
+    classification_error,
+    feature_exponent,
+    growth_time,
+    lazy_exponent,
+    stripe_attractors,
+)
 
-FEATURE_ONLY = Control("feature-regime α only (10⁻¹⁰ … 10⁻⁴)", {"alphas": (1e-10, 1e-8, 1e-6, 1e-4)})
-LAZY_ONLY = Control("lazy-regime α only (10² … 10⁸)", {"alphas": (1e2, 1e4, 1e6, 1e8)})
+# the t* controls judge t* and Λ* only: none of their runs is trained on to zero loss
+FEATURE_ONLY = Control("feature-regime α only (10⁻¹⁰ … 10⁻⁴)",
+                       {"alphas": (1e-10, 1e-8, 1e-6, 1e-4), "test_errors": False})
+LAZY_ONLY = Control("lazy-regime α only (10² … 10⁸)", {"alphas": (1e2, 1e4, 1e6, 1e8), "test_errors": False})
+LAZY_IN_PLACE = Control("the α → ∞ limit (the frozen initial NTK's test error) in place of the feature-regime "
+                        "network's (the same runs)", {"lazy_in_place": True})
+FEATURE_ALPHA = 1e-4
+"""The largest α of the feature regime at the quick scale: t* grows as log(1/α) up to here (feature_time_scaling)."""
+FROZEN = "frozen initial NTK"
+
+
+def exponent_gap(d: int) -> float:
+    """β_Feature − β_Lazy of the abstract, (d − 1)/(3d − 2)."""
+    return feature_exponent(d) - lazy_exponent(d)
 
 
 def fastest_half_time(h: int, d: int) -> float:
@@ -31,7 +59,19 @@ class AlphaScanConfig:
     n_seeds: int = param(5, ge=1, help="realisations, batched; the same data and init at every α")
     width: int = param(10000, ge=1, help="hidden width h")
     max_dgrad: float = param(1e-4, gt=0, help="integrator gradient-change threshold")
-    max_steps: int = param(1_000_000, ge=0, help="iteration cap")
+    max_steps: int = param(1_000_000, ge=0, help="iteration cap of the runs that stop just after t*")
+    converge_alphas: tuple[float, ...] = param(tuple(10.0**k for k in range(-16, 9, 2)), gt=0,
+                                               help="α whose runs go on past t* to zero hinge loss (or "
+                                                    "converge_steps) and measure the test error (Fig. 11 left); a "
+                                                    "subset of alphas")
+    test_errors: bool = param(True, help="train converge_alphas on and measure test errors (False: every run stops "
+                                         "just after t*)")
+    converge_steps: int = param(1_000_000, ge=0, help="iteration cap of the converge_alphas runs")
+    n_test: int = param(20000, ge=100, help="test-set size (one test set per realisation, shared by every α)")
+    memory_gb: float = param(16.0, gt=0, help=MEMORY_HELP)
+    lazy_in_place: bool = param(False, analysis=True,
+                                help="analysis only: the frozen initial NTK's test error in place of the "
+                                     "feature-regime networks' (the negative control of the test-error claims)")
 
 
 class AlphaScan(Experiment):
@@ -42,9 +82,11 @@ class AlphaScan(Experiment):
     Config = AlphaScanConfig
     scales = {
         "smoke": AlphaScanConfig(alphas=(1e-8, 1e-6, 1e-4, 1e2, 1e4), p=48, d=5, n_seeds=3, width=20,
-                                 max_dgrad=1e-2, max_steps=300),
+                                 max_dgrad=1e-2, max_steps=300, converge_alphas=(1e-8, 1e-4), converge_steps=300,
+                                 n_test=500),
         "quick": AlphaScanConfig(alphas=(1e-8, 1e-6, 1e-4, 1e-2, 1.0, 1e2, 1e4), p=256, d=5, n_seeds=5, width=100,
-                                 max_dgrad=1e-2, max_steps=3000),
+                                 max_dgrad=1e-2, max_steps=3000, converge_alphas=(1e-8, 1e-4),
+                                 converge_steps=10000, n_test=10000),
         "paper": AlphaScanConfig(),
     }
     claims = (
@@ -72,17 +114,58 @@ class AlphaScan(Experiment):
                   band_reason="our choice: the lazy limit is 1; growth by 3× is well below the plateau √p = 16 at "
                               "p = 256 (Fig. 5: Λ* ≈ √p up to an O(1) factor)",
                   control=LAZY_ONLY, figure="alpha_scan"),
+        ClaimSpec("test_error_plateau", "Per realisation, test error at the largest converged α ≤ 10⁻⁴ / test error "
+                  "at the smallest converged α (the same data, initialisation and test set)",
+                  "seed 003, Fig. 11 left, App. B", InRange(0.8, 1.25),
+                  quote="In the opposite limit, $\\alpha \\rightarrow 0$, the test error converges to a plateau",
+                  band_reason="our choice: a plateau changes by less than 25 % over these decades of α, about three "
+                              "binomial SDs of one error (ε ≈ 0.02 at p = 256, n_test = 10⁴: SD 7 %); the crossover "
+                              "to the lazy limit changes it several-fold; the α → ∞ control gives ≫ 1.25",
+                  control=LAZY_IN_PLACE, figure="alpha_scan"),
+        ClaimSpec("plateau_below_lazy", "Per realisation, g = ln(ε_lazy / ε(α_min)) / ((β_F − β_L) ln p): ε(α_min) "
+                  "the test error at the smallest converged α, ε_lazy that of the hard-margin hinge learner on the "
+                  "network's initial NTK (the α → ∞ limit, Fig. 11's dashed line) on the same sets",
+                  "seed 003, Fig. 11 left, App. B", at_least(0.5),
+                  quote="the test error converges to a plateau better than the lazy regime performance",
+                  band_reason="derived from the theory: learning curves ε ≈ c p^(−β) with β_F = (2d − 1)/(3d − 2), "
+                              "β_L = d/(3d − 2) and equal prefactors give g = 1; at least half of that gap on a log "
+                              "scale (as slopes_ordered), so a learner on the lazy curve (g = 0) fails",
+                  control=LAZY_IN_PLACE, figure="alpha_scan"),
     )
 
+    def prepare(self, config: AlphaScanConfig) -> str | None:
+        missing = [a for a in config.converge_alphas if a not in config.alphas]
+        if config.test_errors and missing:
+            raise ConfigError(f"converge_alphas {missing} are not in alphas={config.alphas}")
+        return None
+
     def runs(self, config: AlphaScanConfig) -> list[RunSpec]:
-        # one seed group: every α gets the same data and the same initialisation
-        return [RunSpec(f"alpha={a:g}", {"alpha": a}, seed_group="realisations") for a in config.alphas]
+        # one seed group: every α gets the same data, initialisation and test set; the frozen initial NTK's run too
+        frozen = [RunSpec(FROZEN, {"frozen": True}, seed_group="realisations")] if config.test_errors else []
+        return [RunSpec(f"alpha={a:g}", {"alpha": a}, seed_group="realisations") for a in config.alphas] + frozen
 
     def execute(self, config: AlphaScanConfig, run: RunSpec, seed: int, device: str) -> RunResult:
-        _, _, net0, res = train("stripe", config.d, config.p, config.n_seeds, config.width, run.params["alpha"],
-                                config.max_dgrad, 0.1 + 1.5 / config.p, config.max_steps, generator(seed), device,
+        """An α run stops just after t* (10 % fitted), or for α in ``converge_alphas`` goes on to zero hinge loss
+        (or ``converge_steps``) and measures the test error of F = α(f − f₀); t* and Λ* are recorded on the way by
+        the same flow. The frozen run: the same realisation's initial NTK, hard-margin hinge learner on the
+        training set (the zero-loss limit of the frozen-kernel flow, α → ∞)."""
+        gen, mem = generator(seed), config.memory_gb
+        if run.params.get("frozen"):
+            x, y, net0 = draw("stripe", config.d, config.p, config.n_seeds, config.width, gen, device)
+            xt, yt = sample_manifold("stripe", config.n_test, config.d, gen, batch=(config.n_seeds,), device=device)
+            return {"test_error": trained_ntk_svm_error(net0, x, y, xt, yt, mem)}
+        alpha = run.params["alpha"]
+        converge = config.test_errors and alpha in config.converge_alphas
+        _, _, net0, res = train("stripe", config.d, config.p, config.n_seeds, config.width, alpha, config.max_dgrad,
+                                1.0 if converge else 0.1 + 1.5 / config.p,
+                                config.converge_steps if converge else config.max_steps, gen, device, mem,
                                 history=False)
-        return {**flow_summary(res, 1, net0), "alpha": run.params["alpha"]}
+        out = {**flow_summary(res, 1, net0), "alpha": alpha}
+        if converge:
+            xt, yt = sample_manifold("stripe", config.n_test, config.d, gen, batch=(config.n_seeds,), device=device)
+            f_test = alpha * (network_output(res.net, xt, mem) - network_output(net0, xt, mem))
+            out["test_error"] = classification_error(f_test, yt).cpu().numpy()
+        return out
 
     def analyse(self, config: AlphaScanConfig, results: Mapping[str, RunResult]) -> Analysis:
         order = np.argsort(config.alphas)
@@ -91,7 +174,7 @@ class AlphaScan(Experiment):
         t_star = np.array([r["t_star"] for r in runs])  # (n_alpha, n_seeds)
         ratio = np.array([r["lambda_star"] / r["lambda0"] for r in runs])
         lazy = (np.log(t_star[-1]) - np.log(t_star[-2])) / (np.log(alphas[-1]) - np.log(alphas[-2]))
-        small = alphas <= 1e-4
+        small = alphas <= FEATURE_ALPHA
         half = fastest_half_time(config.width, config.d)
         if small.sum() >= 2:
             xs = np.log(1 / alphas[small])
@@ -104,9 +187,11 @@ class AlphaScan(Experiment):
             "feature_time_scaling": Measured(feature, f"τ*/2 = {half:.1f}; slopes {np.round(feature * half, 1)}"),
             "lazy_no_compression": Measured(ratio[-1], f"α = {alphas[-1]:g}"),
             "feature_compresses": Measured(ratio[0], f"α = {alphas[0]:g}"),
+            **self._test_error_claims(config, results),
         }
-        fig = Figure(figsize=(10, 4))
-        a1, a2 = fig.subplots(1, 2)
+        fig = Figure(figsize=(15, 4))
+        a0, a1, a2 = fig.subplots(1, 3)
+        self._test_error_panel(a0, config, results)
         med_t, med_r = np.nanmedian(t_star, axis=1), np.nanmedian(ratio, axis=1)
         a1.loglog(alphas, med_t, "o-", label="t* (median)")
         a1.loglog(alphas, med_t[-1] * alphas[-1] / alphas, "k:", label="∝ 1/α")
@@ -119,6 +204,51 @@ class AlphaScan(Experiment):
         a2.set(xlabel="α", ylabel="Λ*/Λ(0)")
         return Analysis(measured, {"alpha_scan": fig},
                         [{"alpha": float(a), "t_star": float(t), "lambda_ratio": float(v)}
-                         for a, t, v in zip(alphas, med_t, med_r, strict=True)],
-                        notes="Every α shares the data and initialisation (one seed group). Each run stops just "
-                              "after t* (10 % fitted), so test error against α (Fig. 11 left) is not drawn.")
+                         for a, t, v in zip(alphas, med_t, med_r, strict=True)]
+                        + [{"alpha": float(a), "test_error": float(np.median(e))}
+                           for a, e in zip(*self._errors(config, results)[:2], strict=True)],
+                        notes="Every α shares the data, initialisation and test set (one seed group). A run stops "
+                              "just after t* (10 % fitted), except those of converge_alphas, which go on to zero "
+                              "hinge loss or converge_steps (a capped run's error is that of the capped state, spec "
+                              "003 P10); the test error is drawn for those.")
+
+    @staticmethod
+    def _errors(config: AlphaScanConfig, results: Mapping[str, RunResult]) -> tuple[list, np.ndarray, np.ndarray]:
+        """Converged α (ascending), their test errors (n_alpha, n_seeds) and the frozen initial NTK's (n_seeds,),
+        floored at half a test point (a log ratio of a zero error stays finite)."""
+        conv = sorted(config.converge_alphas) if config.test_errors else []
+        floor = 0.5 / config.n_test
+        errors = np.maximum(np.array([results[f"alpha={a:g}"]["test_error"] for a in conv]), floor)
+        lazy = np.maximum(np.asarray(results[FROZEN]["test_error"]) if conv else np.full(config.n_seeds, np.nan),
+                          floor)
+        return conv, errors.reshape(len(conv), config.n_seeds), lazy
+
+    def _test_error_claims(self, config: AlphaScanConfig, results: Mapping[str, RunResult]) -> dict[str, Measured]:
+        conv, errors, lazy = self._errors(config, results)
+        small = [i for i, a in enumerate(conv) if a <= FEATURE_ALPHA]
+        if len(small) < 2:
+            nan = np.full(config.n_seeds, np.nan)
+            why = "needs two converge_alphas ≤ 10⁻⁴ and the frozen initial NTK's run"
+            return {"test_error_plateau": Measured(nan, why), "plateau_below_lazy": Measured(nan, why)}
+        low, high = errors[small[0]], errors[small[-1]]
+        if config.lazy_in_place:
+            low = high = lazy
+        capped = sum(int((~results[f"alpha={a:g}"]["stopped"].astype(bool)).sum()) for a in conv)
+        gap = exponent_gap(config.d) * np.log(config.p)
+        note = (f"α = {conv[small[0]]:g}: {np.round(errors[small[0]], 4).tolist()}; α = {conv[small[-1]]:g}: "
+                f"{np.round(errors[small[-1]], 4).tolist()}; frozen initial NTK: {np.round(lazy, 4).tolist()} "
+                f"({capped} of {len(conv) * config.n_seeds} network runs capped before zero hinge loss)")
+        return {"test_error_plateau": Measured(high / errors[small[0]], note),
+                "plateau_below_lazy": Measured(np.log(lazy / low) / gap,
+                                               f"(β_F − β_L) ln p = {gap:.3f}: ratio for g = 0.5 "
+                                               f"{np.exp(-gap / 2):.3f}; " + note)}
+
+    def _test_error_panel(self, ax, config: AlphaScanConfig, results: Mapping[str, RunResult]) -> None:
+        """Fig. 11 left: test error against α (median and realisations), the frozen initial NTK's as a line."""
+        conv, errors, lazy = self._errors(config, results)
+        if conv:
+            ax.loglog(conv, np.median(errors, axis=1), "o-", color="C0", label="network (median)")
+            ax.scatter(np.repeat(conv, config.n_seeds), errors.ravel(), color="C0", s=6, alpha=0.5)
+            ax.axhline(float(np.median(lazy)), color="C3", ls="--", label="frozen initial NTK (median)")
+            ax.legend(fontsize=7)
+        ax.set(xscale="log", xlabel="α", ylabel="test error", title=f"n_test = {config.n_test}")

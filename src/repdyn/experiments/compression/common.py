@@ -79,6 +79,13 @@ def by_rows(fn, a: torch.Tensor, b: torch.Tensor | None, rows: int, out_dim: int
     return torch.cat([fn(a[..., i:i + rows, :], b) for i in range(0, a.shape[-2], rows)], dim=out_dim)
 
 
+def draw(model: str, d: int, p: int, n_seeds: int, h: int, gen: torch.Generator, device: str):
+    """The training set and the initialisation of :func:`train`, in its order (x, y, net0): a run that needs the
+    same realisation without training (the frozen initial kernel) draws it here."""
+    x, y = sample_manifold(model, p, d, gen, batch=(n_seeds,), device=device)
+    return x, y, init_hidden_layer(n_seeds, h, d, gen, device=device)
+
+
 def train(model: str, d: int, p: int, n_seeds: int, h: int, alpha: float, max_dgrad: float, stop_fraction: float,
           max_steps: int, gen: torch.Generator, device: str, memory_gb: float = 16.0, history: bool = True):
     """Data (train set per trial, seeds batched) + init + gradient flow; data and init share the seed (P17).
@@ -90,8 +97,7 @@ def train(model: str, d: int, p: int, n_seeds: int, h: int, alpha: float, max_dg
     are integrated in groups that fit ``memory_gb`` (:func:`trial_groups`); each trial's flow is independent of the
     others, so the grouping changes no number. ``history=False``: no per-step records (an empty
     ``FlowResult.history``; the same weights, t* and Λ*), for the experiments that store none."""
-    x, y = sample_manifold(model, p, d, gen, batch=(n_seeds,), device=device)
-    net0 = init_hidden_layer(n_seeds, h, d, gen, device=device)
+    x, y, net0 = draw(model, d, p, n_seeds, h, gen, device)
     parts, dtype = [], torch.float32 if alpha <= 100 else torch.float64
     for g in trial_groups(n_seeds, p, h, memory_gb):
         single = HiddenLayerNet(*(v[g].to(dtype) for v in (net0.w, net0.b, net0.beta)))
