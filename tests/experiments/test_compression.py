@@ -419,3 +419,39 @@ def test_alpha_scan_test_error_claims_are_the_closed_forms() -> None:
     np.testing.assert_array_equal(control["plateau_below_lazy"].values, 0.0)
     with pytest.raises(ConfigError, match="converge_alphas"):
         exp.prepare(apply_overrides(exp.config("quick"), {"converge_alphas": "1e-9"}))
+
+
+def test_real_images_several_p_draw_fig8_and_each_p_is_its_single_p_run() -> None:
+    """Two p at smoke scale: one run per (p, init), an init's runs share the seed a single-p run gets (its seed
+    group is the single-p label), each p's errors are those of a single-p run of that p, the claims are judged at
+    the largest p, and Fig. 8 (test errors against p) is drawn."""
+    import dataclasses
+
+    exp = next(e for e in EXPERIMENTS if e.name == "compression.real_images")
+    cfg = dataclasses.replace(exp.config("smoke"), ps=(48, 64), n_inits=2)
+    runs = exp.runs(cfg)
+    assert [r.label for r in runs] == ["p=48,init=0", "p=48,init=1", "p=64,init=0", "p=64,init=1"]
+    for p in cfg.ps:
+        single = dataclasses.replace(cfg, ps=(p,))
+        assert [(r.label, r.seed_group) for r in exp.runs(single)] == [("init=0", "init=0"), ("init=1", "init=1")]
+        assert [r.seed_group for r in runs if r.params["p"] == p] == ["init=0", "init=1"]
+    results = {r.label: exp.execute(cfg, r, 7 + r.params["init"], "cpu") for r in runs}
+    singles = {}
+    for p in cfg.ps:
+        single = dataclasses.replace(cfg, ps=(p,))
+        alone = {r.label: exp.execute(single, r, 7 + r.params["init"], "cpu") for r in exp.runs(single)}
+        for i in range(2):
+            for key in ("network", "init_error", "final_error", "final_weights_only_error"):
+                assert results[f"p={p},init={i}"][key] == alone[f"init={i}"][key]
+        singles[p] = exp.analyse(single, alone)
+    both = exp.analyse(cfg, results)
+    assert "learning_curves" in both.figures and "learning_curves" not in singles[64].figures
+    line = both.figures["learning_curves"].axes[0].lines[0]  # the network's curve
+    np.testing.assert_array_equal(line.get_xdata(), [48, 64])
+    np.testing.assert_array_equal(line.get_ydata(), [singles[p].metrics[0]["network"] for p in (48, 64)])
+    for claim in exp.claims:
+        np.testing.assert_array_equal(both.measured[claim.id].values, singles[64].measured[claim.id].values)
+    assert [row["p"] for row in both.metrics] == [48, 64]
+    assert exp.prepare(dataclasses.replace(cfg, ps=(48, 2000))).startswith("p up to 2000 needs 4050 images")
+    with pytest.raises(ConfigError, match="repeats"):
+        exp.prepare(dataclasses.replace(cfg, ps=(48, 48)))
