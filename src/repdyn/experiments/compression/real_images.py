@@ -26,7 +26,6 @@ from repdyn.probes.ntk import empirical_ntk_with_gram
 from repdyn.theory.compression import classification_error
 from repdyn.theory.mutual_information import knn_label_mutual_information
 
-
 FIG8_PS = (42, 51, 61, 73, 87, 105, 126, 151, 181, 217, 261, 313, 376, 451, 541, 649, 779, 935, 1122, 1346, 1615,
            1938, 2326, 2791, 3349, 4019, 4823, 5787, 6944)
 """Fig. 8's 29 training-set sizes (ratio ≈ 1.2), those of the authors' MNIST runs (spec 003 §2.13)."""
@@ -182,7 +181,8 @@ class RealImages(Experiment):
     source = "Fig. 8, Figs. 9c,d, Fig. 10, §5.2"
     Config = RealImagesConfig
     scales = {
-        "smoke": RealImagesConfig(ps=(48,), n_test=100, n_inits=3, width=2, alpha=1e-2, lr=1e-2, max_steps=30, n_modes=4),
+        "smoke": RealImagesConfig(ps=(48,), n_test=100, n_inits=3, width=2, alpha=1e-2, lr=1e-2, max_steps=30,
+                                  n_modes=4),
         "quick": RealImagesConfig(ps=(256,), n_test=1000, n_inits=10, width=4, alpha=1e-2, optimiser="adam", lr=1e-2,
                                   max_steps=400),
         "paper": RealImagesConfig(),
