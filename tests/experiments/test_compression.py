@@ -465,21 +465,21 @@ def test_extra_stripe_dimension_is_drawn_and_claims_stay_on_d5(name) -> None:
 
     exp = next(e for e in EXPERIMENTS if e.name == name)
     base = exp.config("smoke")
-    field, d_field = ("extra_ds", "d") if name.endswith("learning_curves") else ("extra_d_stripe", "d_stripe")
-    assert getattr(exp.config("quick"), field) == () and getattr(exp.config("paper"), field) == (10,)
-    cfg = dataclasses.replace(base, **{field: (10,)})
+    d_field = "ds" if name.endswith("learning_curves") else "ds_stripe"
+    assert getattr(exp.config("quick"), d_field) == (5,) and getattr(exp.config("paper"), d_field) == (5, 10)
+    cfg = dataclasses.replace(base, **{d_field: (5, 10)})
     plain = {r.label: r for r in exp.runs(base)}
     extra = [r for r in exp.runs(cfg) if r.label not in plain]
-    prefix = "d=10 " if d_field == "d" else "stripe d=10 "
-    p_values = base.p_values if d_field == "d" else base.p_stripe
+    prefix = "d=10 " if d_field == "ds" else "stripe d=10 "
+    p_values = base.p_values if d_field == "ds" else base.p_stripe
     assert [r.label for r in extra] == [f"{prefix}p={p}" for p in p_values]
     assert [r.label for r in exp.runs(cfg) if r.label in plain] == list(plain)  # d = 5 runs unchanged
     results = {r.label: exp.execute(cfg, r, i, "cpu") for i, r in enumerate(exp.runs(cfg))}
-    d10 = dataclasses.replace(base, **{d_field: 10})
+    d10 = dataclasses.replace(base, **{d_field: (10,)})
     first = extra[0]
     twin, seed = plain[first.label.replace("d=10 ", "")], list(results).index(first.label)
     alone, at_d5 = exp.execute(d10, twin, seed, "cpu"), exp.execute(base, twin, seed, "cpu")
-    key = "lazy" if d_field == "d" else "lambda0"  # finite at smoke scale (Λ* is NaN there: no t*)
+    key = "lazy" if d_field == "ds" else "lambda0"  # finite at smoke scale (Λ* is NaN there: no t*)
     assert np.all(np.isfinite(alone[key])) and not np.array_equal(alone[key], at_d5[key])
     np.testing.assert_array_equal(results[first.label][key], alone[key])
     with_d10 = exp.analyse(cfg, results)
@@ -487,9 +487,9 @@ def test_extra_stripe_dimension_is_drawn_and_claims_stay_on_d5(name) -> None:
     for claim in exp.claims:
         np.testing.assert_array_equal(np.asarray(with_d10.measured[claim.id].values, dtype=float),
                                       np.asarray(only_d5.measured[claim.id].values, dtype=float))
-    figure = "learning_curves" if d_field == "d" else "amplification_vs_p"
+    figure = "learning_curves" if d_field == "ds" else "amplification_vs_p"
     curves = with_d10.figures[figure].axes
-    if d_field == "d":
+    if d_field == "ds":
         assert len(curves) == 2 and curves[1].get_title().startswith("stripe d = 10")
     else:
         assert any("d = 10" in line.get_label() for line in curves[0].lines)
