@@ -197,8 +197,8 @@ def test_lazy_only_realisations_are_nested_and_share_their_test_set() -> None:
     cfg = exp.config("smoke")
     assert {r.seed_group for r in exp.runs(cfg) if r.params.get("lazy_only")} == {"lazy"}
     assert {r.seed_group for r in exp.runs(cfg) if not r.params.get("lazy_only")} == {""}
-    (pool, _), (xt, _) = realisation(5, 2, cfg.d, 64, cfg.n_test, "cpu")
-    (pool2, _), (xt2, _) = realisation(5, 2, cfg.d, 128, cfg.n_test, "cpu")
+    (pool, _), (xt, _) = realisation(5, 2, cfg.ds[0], 64, cfg.n_test, "cpu")
+    (pool2, _), (xt2, _) = realisation(5, 2, cfg.ds[0], 128, cfg.n_test, "cpu")
     torch.testing.assert_close(xt, xt2)
     assert pool.shape[1] == 64 and pool2.shape[1] == 128
 
