@@ -197,8 +197,8 @@ def test_lazy_only_realisations_are_nested_and_share_their_test_set() -> None:
     cfg = exp.config("smoke")
     assert {r.seed_group for r in exp.runs(cfg) if r.params.get("lazy_only")} == {"lazy"}
     assert {r.seed_group for r in exp.runs(cfg) if not r.params.get("lazy_only")} == {""}
-    (pool, _), (xt, _) = realisation(5, 2, cfg.d, 64, cfg.n_test, "cpu")
-    (pool2, _), (xt2, _) = realisation(5, 2, cfg.d, 128, cfg.n_test, "cpu")
+    (pool, _), (xt, _) = realisation(5, 2, cfg.ds[0], 64, cfg.n_test, "cpu")
+    (pool2, _), (xt2, _) = realisation(5, 2, cfg.ds[0], 128, cfg.n_test, "cpu")
     torch.testing.assert_close(xt, xt2)
     assert pool.shape[1] == 64 and pool2.shape[1] == 128
 
@@ -419,3 +419,78 @@ def test_alpha_scan_test_error_claims_are_the_closed_forms() -> None:
     np.testing.assert_array_equal(control["plateau_below_lazy"].values, 0.0)
     with pytest.raises(ConfigError, match="converge_alphas"):
         exp.prepare(apply_overrides(exp.config("quick"), {"converge_alphas": "1e-9"}))
+
+
+def test_real_images_several_p_draw_fig8_and_each_p_is_its_single_p_run() -> None:
+    """Two p at smoke scale: one run per (p, init), an init's runs share the seed a single-p run gets (its seed
+    group is the single-p label), each p's errors are those of a single-p run of that p, the claims are judged at
+    the largest p, and Fig. 8 (test errors against p) is drawn."""
+    import dataclasses
+
+    exp = next(e for e in EXPERIMENTS if e.name == "compression.real_images")
+    cfg = dataclasses.replace(exp.config("smoke"), ps=(48, 64), n_inits=2)
+    runs = exp.runs(cfg)
+    assert [r.label for r in runs] == ["p=48,init=0", "p=48,init=1", "p=64,init=0", "p=64,init=1"]
+    for p in cfg.ps:
+        single = dataclasses.replace(cfg, ps=(p,))
+        assert [(r.label, r.seed_group) for r in exp.runs(single)] == [("init=0", "init=0"), ("init=1", "init=1")]
+        assert [r.seed_group for r in runs if r.params["p"] == p] == ["init=0", "init=1"]
+    results = {r.label: exp.execute(cfg, r, 7 + r.params["init"], "cpu") for r in runs}
+    singles = {}
+    for p in cfg.ps:
+        single = dataclasses.replace(cfg, ps=(p,))
+        alone = {r.label: exp.execute(single, r, 7 + r.params["init"], "cpu") for r in exp.runs(single)}
+        for i in range(2):
+            for key in ("network", "init_error", "final_error", "final_weights_only_error"):
+                assert results[f"p={p},init={i}"][key] == alone[f"init={i}"][key]
+        singles[p] = exp.analyse(single, alone)
+    both = exp.analyse(cfg, results)
+    assert "learning_curves" in both.figures and "learning_curves" not in singles[64].figures
+    line = both.figures["learning_curves"].axes[0].lines[0]  # the network's curve
+    np.testing.assert_array_equal(line.get_xdata(), [48, 64])
+    np.testing.assert_array_equal(line.get_ydata(), [singles[p].metrics[0]["network"] for p in (48, 64)])
+    for claim in exp.claims:
+        np.testing.assert_array_equal(both.measured[claim.id].values, singles[64].measured[claim.id].values)
+    assert [row["p"] for row in both.metrics] == [48, 64]
+    assert exp.prepare(dataclasses.replace(cfg, ps=(48, 2000))).startswith("p up to 2000 needs 4050 images")
+    with pytest.raises(ConfigError, match="repeats"):
+        exp.prepare(dataclasses.replace(cfg, ps=(48, 48)))
+
+
+@pytest.mark.parametrize("name", ["compression.learning_curves", "compression.amplification"])
+def test_extra_stripe_dimension_is_drawn_and_claims_stay_on_d5(name) -> None:
+    """Figs. 2 and 5 show d = 5 and d = 10: a run of an extra dimension is the run a config of that dimension gives
+    (same seed), the figures draw it, and the claims are those of the d = 5 runs alone."""
+    import dataclasses
+
+    exp = next(e for e in EXPERIMENTS if e.name == name)
+    base = exp.config("smoke")
+    d_field = "ds" if name.endswith("learning_curves") else "ds_stripe"
+    assert getattr(exp.config("quick"), d_field) == (5,) and getattr(exp.config("paper"), d_field) == (5, 10)
+    cfg = dataclasses.replace(base, **{d_field: (5, 10)})
+    plain = {r.label: r for r in exp.runs(base)}
+    extra = [r for r in exp.runs(cfg) if r.label not in plain]
+    prefix = "d=10 " if d_field == "ds" else "stripe d=10 "
+    p_values = base.p_values if d_field == "ds" else base.p_stripe
+    assert [r.label for r in extra] == [f"{prefix}p={p}" for p in p_values]
+    assert [r.label for r in exp.runs(cfg) if r.label in plain] == list(plain)  # d = 5 runs unchanged
+    results = {r.label: exp.execute(cfg, r, i, "cpu") for i, r in enumerate(exp.runs(cfg))}
+    d10 = dataclasses.replace(base, **{d_field: (10,)})
+    first = extra[0]
+    twin, seed = plain[first.label.replace("d=10 ", "")], list(results).index(first.label)
+    alone, at_d5 = exp.execute(d10, twin, seed, "cpu"), exp.execute(base, twin, seed, "cpu")
+    key = "lazy" if d_field == "ds" else "lambda0"  # finite at smoke scale (Λ* is NaN there: no t*)
+    assert np.all(np.isfinite(alone[key])) and not np.array_equal(alone[key], at_d5[key])
+    np.testing.assert_array_equal(results[first.label][key], alone[key])
+    with_d10 = exp.analyse(cfg, results)
+    only_d5 = exp.analyse(base, {k: v for k, v in results.items() if k in plain})
+    for claim in exp.claims:
+        np.testing.assert_array_equal(np.asarray(with_d10.measured[claim.id].values, dtype=float),
+                                      np.asarray(only_d5.measured[claim.id].values, dtype=float))
+    figure = "learning_curves" if d_field == "ds" else "amplification_vs_p"
+    curves = with_d10.figures[figure].axes
+    if d_field == "ds":
+        assert len(curves) == 2 and curves[1].get_title().startswith("stripe d = 10")
+    else:
+        assert any("d = 10" in line.get_label() for line in curves[0].lines)
+    assert len(with_d10.metrics) == len(only_d5.metrics) + len(p_values)

@@ -35,7 +35,9 @@ class AmplificationConfig:
     p_stripe: tuple[int, ...] = param((256, 411, 1024, 2048, 4640, 10000), ge=16, help="training-set sizes, stripe")
     p_cylinder: tuple[int, ...] = param((256, 411, 1024, 2048, 4640, 10000), ge=16,
                                         help="training-set sizes, cylinder")
-    d_stripe: int = param(5, ge=2, help="input dimension of the stripe model")
+    ds_stripe: tuple[int, ...] = param((5, 10), ge=2, help="input dimensions of the stripe: the claims judge the "
+                                                           "first, the others are drawn beside it (runs per "
+                                                           "p_stripe, no claim); Fig. 5 shows d = 5 and 10")
     d_cylinder: int = param(3, ge=3, help="input dimension of the cylinder model")
     n_seeds: int = param(20, ge=1, help="realisations of data + init per p, batched (Λ* scatters ~5× between them)")
     width: int = param(10000, ge=1, help="hidden width h")
@@ -53,10 +55,10 @@ class Amplification(Experiment):
     source = "Figs. 5 and 7 (top), Eq. (8), Eq. (9)"
     Config = AmplificationConfig
     scales = {
-        "smoke": AmplificationConfig(p_stripe=(32, 64), p_cylinder=(32, 64), n_seeds=3, width=20, alpha=1e-2,
-                                     max_dgrad=1e-2, max_steps=100),
+        "smoke": AmplificationConfig(p_stripe=(32, 64), p_cylinder=(32, 64), ds_stripe=(5,), n_seeds=3, width=20,
+                                     alpha=1e-2, max_dgrad=1e-2, max_steps=100),
         "quick": AmplificationConfig(p_stripe=(128, 256, 512, 1024, 2048), p_cylinder=(256, 512, 1024, 2048, 4096),
-                                     n_seeds=24, width=100, max_dgrad=1e-2, max_steps=10000),
+                                     ds_stripe=(5,), n_seeds=24, width=100, max_dgrad=1e-2, max_steps=10000),
         "paper": AmplificationConfig(),
     }
     claims = (
@@ -93,12 +95,14 @@ class Amplification(Experiment):
     )
 
     def runs(self, config: AmplificationConfig) -> list[RunSpec]:
-        return [RunSpec(f"{model} p={p}", {"model": model, "p": p})
-                for model, ps in (("stripe", config.p_stripe), ("cylinder", config.p_cylinder)) for p in ps]
+        return ([RunSpec(f"{model} p={p}", {"model": model, "p": p})
+                 for model, ps in (("stripe", config.p_stripe), ("cylinder", config.p_cylinder)) for p in ps]
+                + [RunSpec(f"stripe d={d} p={p}", {"model": "stripe", "p": p, "d": d})
+                   for d in config.ds_stripe[1:] for p in config.p_stripe])
 
     def execute(self, config: AmplificationConfig, run: RunSpec, seed: int, device: str) -> RunResult:
         model = run.params["model"]
-        d = config.d_stripe if model == "stripe" else config.d_cylinder
+        d = run.params.get("d", config.ds_stripe[0] if model == "stripe" else config.d_cylinder)
         _, _, net0, res = train(model, d, run.params["p"], config.n_seeds, config.width, config.alpha,
                                 config.max_dgrad, config.stop_fraction, config.max_steps, generator(seed), device,
                                 config.memory_gb)
@@ -127,7 +131,19 @@ class Amplification(Experiment):
             ax.loglog(p, med_max, "s--", label="Λ_max up to the stop (median)")
             if np.isfinite(med[0]):
                 ax.loglog(p, med[0] * np.sqrt(p / p[0]), "k:", label="∝ √p (theory)")
-            ax.set(xlabel="p", ylabel="Λ", title=model)
+            if model == "stripe":  # Fig. 5 bottom's d = 10 beside the claims' d = 5: drawn, not claimed
+                for d in config.ds_stripe[1:]:
+                    runs_d = [results[f"stripe d={d} p={int(q)}"] for q in p]
+                    med_d = np.nanmedian([r["lambda_star"] for r in runs_d], axis=1)
+                    max_d = np.nanmedian([r["lambda_max"] for r in runs_d], axis=1)
+                    ax.loglog(p, med_d, "o-", label=f"Λ* (median), d = {d}")
+                    ax.loglog(p, max_d, "s--", label=f"Λ_max (median), d = {d}")
+                    metrics += [{"model": f"stripe d={d}", "p": int(q), "lambda_star": float(med_d[i]),
+                                 "lambda_max": float(max_d[i]), "t_star": float(np.nanmedian(r["t_star"])),
+                                 "steps": int(r["steps"])} for i, (q, r) in enumerate(zip(p, runs_d, strict=True))]
+            several_d = model == "stripe" and len(config.ds_stripe) > 1
+            ax.set(xlabel="p", ylabel="Λ", title=f"stripe (unlabelled: d = {config.ds_stripe[0]})" if several_d
+                   else model)
             ax.legend()
             for i, (q, r) in enumerate(zip(p, runs, strict=True)):
                 metrics.append({"model": model, "p": int(q), "lambda_star": float(med[i]),
@@ -139,9 +155,11 @@ class Amplification(Experiment):
         measured["cylinder_equiprobable"] = Measured(math.exp(-CYLINDER_RADIUS**2 / 2), "exp(−R²/2)")
         fig2 = Figure(figsize=(5, 4))
         ax = fig2.subplots()
-        for q in (config.p_stripe[0], config.p_stripe[-1]):
-            r = results[f"stripe p={int(q)}"]
-            ax.semilogy(r["history_t"].mean(0), r["history_amplification"].mean(0), label=f"p={int(q)}")
+        for d, prefix in ((config.ds_stripe[0], "stripe "), *((d, f"stripe d={d} ") for d in config.ds_stripe[1:])):
+            for q in (config.p_stripe[0], config.p_stripe[-1]):
+                r = results[f"{prefix}p={int(q)}"]
+                label = f"p={int(q)}" if len(config.ds_stripe) == 1 else f"d={d}, p={int(q)}"
+                ax.semilogy(r["history_t"].mean(0), r["history_amplification"].mean(0), label=label)
         ax.set(xlabel="t", ylabel="Λ(t) (mean over seeds)", title="stripe: Λ(t)")
         ax.legend()
         return Analysis(measured, {"amplification_vs_p": fig, "amplification_vs_t": fig2}, metrics,
