@@ -84,7 +84,7 @@ SMALL_GAIN_FITS = Disagreement(
              "within 6000 epochs",
     measured="normalised Eq. 49 fit loss at gain 1.0, width 500: 1.38, 2.61, 2.21 (all converged); at half the "
              "Table-1 step 0.98 (the one that converged). Quick scale (width 64), the worst of gains 0.9-1.1 over "
-             "converged networks: 26.9, 1.71, 2.51 (gain 1.1 alone 0.75, 0.22, 0.80)",
+             "converged networks: 26.9, 1.96, 2.67 (gain 1.1 alone 0.75, 0.22, 0.80)",
     ruled_out="the width (64 and 500 agree); the step (half the Table-1 step fits no better); unconverged networks "
               "(judged on converged ones only); the fit search (12 decades of τ_y/τ_h)",
     doc="docs/reproduction/000.md#eq-7-does-not-overlay-the-transition")
@@ -93,7 +93,7 @@ NO_BREAKDOWN = Disagreement(
              "the quick scale, 4000 steps; 20 × 500 leaky ReLU, dx = 0.5, dy = 1, float64), seeds 0-2 each",
     measured="normalised fit loss at gain 1.4: 0.66, 0.52, 0.56; at gain 1.0: 1.38, 2.61, 2.21 (all converged), so "
              "fit(1.4) / worst small gain ≤ 0.47, 0.20, 0.25 per seed (the worst of 0.9-1.1 is at least the gain-1.0 "
-             "fit); quick (width 64): 0.010, 0.39, 0.15",
+             "fit); quick (width 64): 0.010, 0.34, 0.14",
     ruled_out="the width (64 and 500 agree); convergence (all converged); the fit search (12 decades of τ_y/τ_h)",
     doc="docs/reproduction/000.md#eq-7-does-not-overlay-the-transition")
 FIG3 = ("Plateau-like behavior in the representational distance and loss can be seen at small initializations, but "
