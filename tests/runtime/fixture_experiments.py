@@ -299,4 +299,5 @@ PAPER = Paper("000", "fixture", "Fixtures of the runtime", "repdyn", "Not a pape
 
 EXPERIMENTS = (LeastSquares(), TanhRegression(), LongTraining(), Fit("fixture.fits", FITS, FitConfig()),
                Fit("fixture.documented", DOCUMENTED, FitConfig(noise=1.0)),
-               SharedReader("fixture.reads_a", SharedConfig()), SharedReader("fixture.reads_b", SharedConfig(offset=1.0)))
+               SharedReader("fixture.reads_a", SharedConfig()),
+               SharedReader("fixture.reads_b", SharedConfig(offset=1.0)))

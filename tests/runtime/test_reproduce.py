@@ -386,8 +386,9 @@ def test_a_shared_run_is_trained_once_and_read_by_every_experiment_declaring_it(
     """Two experiments with different configs declare the run fixture.shared_solution (and its untrained control):
     it is keyed by its params alone, stored once in its own folder, trained once, and both analyses read it, also
     when the analyses run beside the runs (jobs 2: the shared run unblocks both)."""
-    from repdyn.runtime.reproduce import plan, reproduce, tasks_for
     from test_integrity import computed
+
+    from repdyn.runtime.reproduce import plan, reproduce, tasks_for
 
     trace = tmp_path / "trace"
     monkeypatch.setenv("REPDYN_FIXTURE_TRACE", str(trace))

@@ -14,9 +14,9 @@ from repdyn.experiments.effective_theory.common import (
     UNTRAINED,
     DefaultRunConfig,
     default_networks,
-    select_networks,
     fit_member,
     readout_index,
+    select_networks,
     train_default_networks,
 )
 from repdyn.theory import effective_theory as et

@@ -18,9 +18,9 @@ from repdyn.experiments.effective_theory.common import (
     DefaultRunConfig,
     converged,
     default_networks,
-    select_networks,
     fit_member,
     gated,
+    select_networks,
     train_default_networks,
 )
 
