@@ -265,3 +265,50 @@ def test_random_features_measures_the_ks_distance_from_eq47_in_critical_values()
     loss = np.where(np.arange(n) < 10, 1.0, 0.0)
     assert "over 22 of 30" in measure(final, loss)[1][0]
     assert np.isnan(measure(final, trained=False)[0])
+
+
+@pytest.mark.parametrize("scale", ["quick", "paper"])
+def test_depth_control_and_init_scale_read_one_shared_ensemble_of_default_networks(scale, tmp_path):
+    """Route 2 of session 32: the three experiments train the same setting (Table 1's default row; init_scale's gain
+    1.0 has its learning rate), so the planner schedules one shared run (and one untrained control) for all three."""
+    from repdyn.experiments.effective_theory.common import INIT_SCALES
+    from repdyn.experiments.effective_theory.init_scale import DEFAULT_GAIN
+    from repdyn.runtime.reproduce import plan, tasks_for
+
+    assert (DEFAULT_GAIN, INIT_SCALES[DEFAULT_GAIN]) == (TABLE1["default"].gain, TABLE1["default"].lr)
+    names = ["effective_theory.init_scale", "effective_theory.control", "effective_theory.depth"]
+    tasks = tasks_for(plan(names, scale=scale, out=tmp_path))
+    shared = [t for t in tasks if t.shared]
+    depth = next(e for e in EXPERIMENTS if e.name == "effective_theory.depth").config(scale)
+    assert len(shared) == 2 and {t.params["steps"] for t in shared} == {0, depth.steps}
+    assert all(t.params["networks"] == depth.trials for t in shared)  # the largest reader: depth analyses all
+    assert sorted(t.label for t in tasks if not t.shared) == ["gains", "gains"]  # init_scale's other gains
+    with pytest.raises(ConfigError, match="trials = 9 > networks = 8"):
+        plan(["effective_theory.control"], scale="quick", out=tmp_path, overrides={"trials": "9"})
+
+
+def test_init_scale_puts_the_shared_gain_one_networks_in_their_place():
+    """by_gain: gain 1.0's columns are the shared ensemble's first `trials` members at the read-out layer, the other
+    gains' the "gains" run's, in the order of config.gains; execute gives the other networks the seeds they had in
+    the one 15-member ensemble (seed + place)."""
+    from repdyn.experiments.effective_theory.init_scale import by_gain
+
+    exp = next(e for e in EXPERIMENTS if e.name == "effective_theory.init_scale")
+    config = apply_overrides(exp.config("smoke"), {"gains": "0.9,1.0,1.3", "trials": "2", "networks": "3"})
+    T, depth = 4, config.depth
+    own = {"steps": np.arange(T), "u": np.arange(4.0)[None, :, None] + np.zeros((T, 4, 1)),
+           **{k: np.tile(np.arange(4.0), (T, 1)) for k in ("v", "w", "loss", "ybar")}, "lrs": np.arange(4.0)}
+    layer = (depth + 1) // 2 - 1
+    u_shared = np.zeros((T, 3, depth))
+    u_shared[:, :, layer] = 10 + np.arange(3.0)
+    shared = {"steps": np.arange(T), "u": u_shared, "lrs": 10 + np.arange(3.0),
+              **{k: np.tile(10 + np.arange(3.0), (T, 1)) for k in ("v", "w", "loss", "ybar")}}
+    merged = by_gain(config, {"gains": own, "default_networks": shared})
+    for name in ("u", "v", "w", "loss", "ybar"):
+        np.testing.assert_array_equal(merged[name], np.tile([0, 1, 10, 11, 2, 3], (T, 1)))
+    np.testing.assert_array_equal(merged["lrs"], [0, 1, 10, 11, 2, 3])
+    [gains_run] = [r for r in exp.runs(config) if not r.shared]
+    res = exp.execute(apply_overrides(config, {"steps": "0"}), gains_run, 5, "cpu")
+    np.testing.assert_array_equal(res["gains"], [0.9, 0.9, 1.3, 1.3])
+    alone = exp.execute(apply_overrides(config, {"steps": "0", "gains": "1.3"}), gains_run, 9, "cpu")
+    np.testing.assert_array_equal(alone["w"], res["w"][:, 2:])  # seed 5 + places 4, 5 = seed 9 + places 0, 1

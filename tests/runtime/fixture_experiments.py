@@ -160,6 +160,18 @@ class TanhRegression(Experiment):
                         metrics=[{"run": label, "ratio": ratio} for label, ratio in zip(results, ratios)])
 
 
+def least_squares_ratio(seed: int, steps: int, noise: float) -> float:
+    """Final/initial loss of ``steps`` GD steps on a random 30 × 4 least-squares problem with label noise."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((30, 4))
+    y = x @ rng.standard_normal(4) + noise * rng.standard_normal(30)
+    w = np.zeros(4)
+    initial = 0.5 * np.mean(y**2)
+    for _ in range(steps):
+        w -= 0.1 * x.T @ (x @ w - y) / 30
+    return float(0.5 * np.mean((x @ w - y) ** 2) / initial)
+
+
 @dataclass(frozen=True)
 class FitConfig:
     seeds: int = param(5, ge=1, help="independent seeds, one run each")
@@ -188,14 +200,7 @@ class Fit(Experiment):
         return [RunSpec(f"seed={i}") for i in range(config.seeds)]
 
     def execute(self, config: FitConfig, run: RunSpec, seed: int, device: str) -> dict:
-        rng = np.random.default_rng(seed)
-        x = rng.standard_normal((30, 4))
-        y = x @ rng.standard_normal(4) + config.noise * rng.standard_normal(30)
-        w = np.zeros(4)
-        initial = 0.5 * np.mean(y**2)
-        for _ in range(config.steps):
-            w -= 0.1 * x.T @ (x @ w - y) / 30
-        return {"ratio": float(0.5 * np.mean((x @ w - y) ** 2) / initial)}
+        return {"ratio": least_squares_ratio(seed, config.steps, config.noise)}
 
     def analyse(self, config: FitConfig, results: dict) -> Analysis:
         ratios = [0.0 if config.broken else r["ratio"] for r in results.values()]
@@ -241,6 +246,47 @@ class LongTraining(Experiment):
                                                     for r in results.values()])})
 
 
+@dataclass(frozen=True)
+class SharedConfig:
+    seeds: int = param(5, ge=1, help="least-squares problems in the shared run")
+    steps: int = param(300, ge=0, help="GD steps of the shared run (0: the untrained control)")
+    offset: float = param(0.0, help="what this experiment's own run returns; not a param of the shared run")
+
+
+SHARED = "fixture.shared_solution"
+
+
+class SharedReader(Experiment):
+    """Reads the shared run ``fixture.shared_solution`` (GD on ``seeds`` least-squares problems, keyed by its params
+    alone) beside a run of its own; two instances with different configs declare it (``fixture.reads_a``,
+    ``fixture.reads_b``), so it is trained once for both. Traced as "shared" and "<name>:own"."""
+
+    title = "Two experiments reading one shared run"
+    paper = "000"
+    source = "test fixture"
+    Config = SharedConfig
+
+    def __init__(self, name: str, config: SharedConfig) -> None:
+        self.name = name
+        self.scales = {scale: config for scale in ("smoke", "quick", "paper")}
+        self.claims = (FITS,)
+
+    def runs(self, config: SharedConfig) -> list[RunSpec]:
+        return [RunSpec("solution", {"seeds": config.seeds, "steps": config.steps}, shared=SHARED), RunSpec("own")]
+
+    def execute(self, config: SharedConfig, run: RunSpec, seed: int, device: str) -> dict:
+        if not run.shared:
+            trace(f"{self.name}:own")
+            return {"offset": config.offset}
+        trace("shared")
+        return {"ratio": np.array([least_squares_ratio(seed + i, run.params["steps"], 0.0)
+                                   for i in range(run.params["seeds"])])}
+
+    def analyse(self, config: SharedConfig, results: dict) -> Analysis:
+        return Analysis(measured={"fits": Measured(results["solution"]["ratio"].tolist())},
+                        metrics=[{"offset": results["own"]["offset"]}])
+
+
 UNTRAINED = Control("the untrained network (steps = 0)", {"steps": 0})
 FITS = ClaimSpec("fits", "GD fits the data: final/initial loss", "test fixture", at_most(0.01),
                  quote="gradient descent", band_reason="a choice of the fixture", control=UNTRAINED)
@@ -252,4 +298,6 @@ DOCUMENTED = ClaimSpec(
 PAPER = Paper("000", "fixture", "Fixtures of the runtime", "repdyn", "Not a paper: the runtime's test fixtures.")
 
 EXPERIMENTS = (LeastSquares(), TanhRegression(), LongTraining(), Fit("fixture.fits", FITS, FitConfig()),
-               Fit("fixture.documented", DOCUMENTED, FitConfig(noise=1.0)))
+               Fit("fixture.documented", DOCUMENTED, FitConfig(noise=1.0)),
+               SharedReader("fixture.reads_a", SharedConfig()),
+               SharedReader("fixture.reads_b", SharedConfig(offset=1.0)))

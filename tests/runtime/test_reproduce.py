@@ -395,3 +395,52 @@ def test_the_analysis_draws_the_claims_figure_so_the_report_only_embeds(tmp_path
     monkeypatch.setattr("matplotlib.figure.Figure.savefig", lambda *a, **k: pytest.fail("the report drew a figure"))
     html = render.write_report(plan_.out, [least_squares, tanh], scale="smoke", seed=0, device="cpu").read_text()
     assert html.count("data:image/png;base64,") == 2
+
+
+def test_a_shared_run_is_trained_once_and_read_by_every_experiment_declaring_it(tmp_path, monkeypatch):
+    """Two experiments with different configs declare the run fixture.shared_solution (and its untrained control):
+    it is keyed by its params alone, stored once in its own folder, trained once, and both analyses read it, also
+    when the analyses run beside the runs (jobs 2: the shared run unblocks both)."""
+    from test_integrity import computed
+
+    from repdyn.runtime.reproduce import plan, reproduce, tasks_for
+
+    trace = tmp_path / "trace"
+    monkeypatch.setenv("REPDYN_FIXTURE_TRACE", str(trace))
+    names = ["fixture.reads_a", "fixture.reads_b"]
+    plan_ = plan(names, scale="smoke", out=tmp_path / "out")
+    shared = [t for t in tasks_for(plan_) if t.shared]
+    assert len(shared) == 2 and {t.params["steps"] for t in shared} == {0, 300}  # trained and untrained, once each
+    outcomes = reproduce(plan_, jobs=2)
+    assert computed(trace) == sorted(["shared"] * 2 + [f"{n}:own" for n in names for _ in range(2)])
+    assert len(list((tmp_path / "out" / "runs" / "fixture.shared_solution").glob("[!.]*.npz"))) == 2
+    a, b = ([c.to_json() for c in o.claims] for o in outcomes)
+    assert [c["values"] for c in a] == [c["values"] for c in b] and a[0]["verdict"] == "reproduced"
+    assert [o.metrics for o in outcomes] == [[{"offset": 0.0}], [{"offset": 1.0}]]  # each its own run too
+
+
+def test_either_reader_of_a_shared_run_runs_alone_and_the_other_resumes_from_it(tmp_path, cli_env):
+    from test_integrity import computed, traced
+
+    out, trace = tmp_path / "out", tmp_path / "trace"
+    env = traced(cli_env, trace)
+    first = repdyn("run", "fixture.reads_b", "--out", str(out), "--json", env=env)
+    assert first.returncode == 0, first.stderr
+    assert computed(trace) == sorted(["shared"] * 2 + ["fixture.reads_b:own"] * 2)
+    second = repdyn("run", "fixture.reads_a", "--out", str(out), "--json", env=env)
+    assert second.returncode == 0, second.stderr
+    assert computed(trace) == sorted(["shared"] * 2 + ["fixture.reads_a:own", "fixture.reads_b:own"] * 2)
+    assert json.loads(first.stdout)["claims"][0]["values"] == json.loads(second.stdout)["claims"][0]["values"]
+    alone = repdyn("run", "fixture.reads_a", "--out", str(tmp_path / "alone"), "--json", env=cli_env)
+    assert json.loads(alone.stdout)["claims"] == json.loads(second.stdout)["claims"]
+
+
+def test_a_shared_run_may_not_read_its_experiments_config(tmp_path, monkeypatch):
+    from repdyn.runtime import registry
+    from repdyn.runtime.reproduce import execute, plan
+    from repdyn.runtime.tasks import TaskFailed
+
+    experiment = registry.get("fixture.reads_a")
+    monkeypatch.setattr(type(experiment), "execute", lambda self, config, run, seed, device: {"n": config.seeds})
+    with pytest.raises(TaskFailed, match=r"SharedConfig.seeds is a field of the declaring experiment's config"):
+        execute(plan(["fixture.reads_a"], scale="smoke", out=tmp_path))

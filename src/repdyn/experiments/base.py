@@ -50,6 +50,12 @@ class RunSpec:
     seed_group: str = ""
     """Runs of one experiment with the same non-empty ``seed_group`` get the same seed (e.g. the runs of an α scan
     share their data and initialisation); by default each label gets its own."""
+    shared: str = ""
+    """Non-empty: the name of a run that several experiments read (e.g. ``"effective_theory.default_networks"``). Its
+    key and seed come from this name, the label and ``params`` alone, not from the declaring experiment or its
+    config, so every experiment that declares the same (shared, label, params) reads one stored run, trained once.
+    Its ``execute`` must therefore depend on ``params``, seed and device only: it gets a config whose every field
+    raises when read (:func:`repdyn.experiments.config.run_view`)."""
 
 
 @dataclass

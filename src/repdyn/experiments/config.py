@@ -44,19 +44,23 @@ def run_dict(config: Any) -> dict[str, Any]:
     return {name: value for name, value in to_dict(config).items() if name not in hidden}
 
 
-def run_view(config: C) -> C:
+def run_view(config: C, *, shared: bool = False) -> C:
     """``config`` as a run sees it: reading an analysis-only field raises, since runs are shared across its
-    values (they are not in the run key) and a run that read one would be stored under the wrong key."""
-    hidden = analysis_fields(config)
+    values (they are not in the run key) and a run that read one would be stored under the wrong key. With
+    ``shared`` (a run several experiments read, :attr:`RunSpec.shared`, keyed by its params alone) reading any
+    field raises."""
+    hidden = frozenset(f.name for f in dataclasses.fields(config)) if shared else analysis_fields(config)
     if not hidden:
         return config
     base = type(config)
+    why = ("is a field of the declaring experiment's config: a shared run (RunSpec.shared) must read its params only, "
+           "which alone key it" if shared else
+           "is an analysis-only field (param(analysis=True)): a run must not read it, only analyse() may")
 
     class RunView(base):  # type: ignore[valid-type, misc]
         def __getattribute__(self, name: str) -> Any:
             if name in hidden:
-                raise RuntimeError(f"{base.__name__}.{name} is an analysis-only field (param(analysis=True)): a run "
-                                   "must not read it, only analyse() may")
+                raise RuntimeError(f"{base.__name__}.{name} {why}")
             return super().__getattribute__(name)
 
     RunView.__name__ = RunView.__qualname__ = base.__name__

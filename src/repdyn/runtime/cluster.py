@@ -94,7 +94,7 @@ def run_on_worker(task: Task, expected_store_id: str) -> tuple[str, bytes | None
     except TaskFailed as err:
         cause = err.__cause__ or err
         return "failed", None, "".join(traceback.format_exception_only(type(cause), cause)).strip()
-    data = None if shared else ResultStore(task.store_root).path(task.experiment, task.key).read_bytes()
+    data = None if shared else ResultStore(task.store_root).path(task.folder, task.key).read_bytes()
     return status, data, ""
 
 
@@ -125,7 +125,7 @@ def run_on_cluster(tasks: Sequence[Task], address: str, on_done: Callable[[Task,
             except (OSError, TimeoutError) as err:
                 raise ConfigError(f"--cluster {address!r}: no Dask scheduler answered within {CONNECT_TIMEOUT_S} s "
                                   f"({type(err).__name__}); start one with `dask scheduler`") from None
-        futures = {client.submit(run_on_worker, task, ids[task.store_root], key=f"repdyn-{task.experiment}-{task.key}",
+        futures = {client.submit(run_on_worker, task, ids[task.store_root], key=f"repdyn-{task.folder}-{task.key}",
                                  retries=RETRIES, pure=False): task for task in tasks}
         for future in as_completed(futures):
             task = futures.pop(future)
@@ -138,7 +138,7 @@ def run_on_cluster(tasks: Sequence[Task], address: str, on_done: Callable[[Task,
                 raise TaskFailed(task, detail)
             if data is not None:
                 try:
-                    ResultStore(task.store_root).write_bytes(task.experiment, task.key, data)
+                    ResultStore(task.store_root).write_bytes(task.folder, task.key, data)
                 except CorruptRun as err:
                     raise TaskFailed(task, f"its result came back damaged from the worker ({err.reason})") from None
             on_done(task, status)

@@ -80,11 +80,11 @@ def _calibrate_in_child(task: Task, budget: float, limit: float, queue: Any) -> 
     signal.signal(signal.SIGPROF, out_of_time)
     signal.setitimer(signal.ITIMER_PROF, limit)  # counts this process's CPU time, as the limit does
     experiment = registry.get(task.experiment)
-    config = run_view(from_dict(experiment.Config, task.config))
+    config = run_view(from_dict(experiment.Config, task.config), shared=bool(task.shared))
     finished = False
     try:
         with reporting(listener):
-            experiment.execute(config, RunSpec(task.label, task.params), task.seed, task.device)
+            experiment.execute(config, RunSpec(task.label, task.params, shared=task.shared), task.seed, task.device)
         finished = True
     except _Enough:
         pass
@@ -168,7 +168,7 @@ def estimate(plan_: Plan, *, within: float = 45.0, budget: float | None = None) 
     todo_of: dict[str, list[Task]] = {}
     for item in plan_.experiments:
         tasks = by_experiment.get(item.name, [])
-        todo = [task for task in tasks if store.verified(task.experiment, task.key) is None]
+        todo = [task for task in tasks if store.verified(task.folder, task.key) is None]
         if item.skip_reason is not None or not todo:
             reason = f"skipped: {item.skip_reason}" if item.skip_reason else "every run is stored"
             found[item.name] = Estimate(item.name, 0, len(tasks) - len(todo), 0.0, None, reason)

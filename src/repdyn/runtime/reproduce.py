@@ -154,18 +154,21 @@ def _variant_tasks(plan_: Plan, item: PlannedExperiment, config: Any, jobs: int,
     as_dict, keyed = to_dict(config), run_dict(config)
     tasks = []
     for run in item.experiment.runs(config):
-        # a control run shares its seed with its original; runs of one seed group share theirs
-        seed = derive_seed(plan_.seed, item.name, run.seed_group or run.label)
+        # a control run shares its seed with its original; runs of one seed group share theirs; a shared run is
+        # seeded and keyed by its shared name, label and params alone, so every experiment declaring it finds it
+        owner = run.shared or item.name
+        seed = derive_seed(plan_.seed, owner, run.seed_group or run.label)
         params = dict(run.params)
-        key = run_key(item.name, keyed, run.label, params, seed, plan_.device)
+        key = run_key(owner, {} if run.shared else keyed, run.label, params, seed, plan_.device)
         tasks.append(Task(item.name, as_dict, run.label, params, seed, plan_.device, key, str(plan_.store.root),
                           threads=threads_per_job(jobs) if jobs > 1 else 0, progress_every=progress_every,
-                          checkpoint_every=checkpoint_every))
+                          checkpoint_every=checkpoint_every, shared=run.shared))
     return tasks
 
 
 def tasks_for(plan_: Plan, jobs: int = 1, progress_every: float = 0.0, checkpoint_every: float = 0.0) -> list[Task]:
-    """Every run of the plan, the negative controls' runs included (a run two variants share appears once);
+    """Every run of the plan, the negative controls' runs included (a run two variants or two experiments share
+    appears once);
     ``progress_every`` > 0 makes each run log its progress that often, ``checkpoint_every`` > 0 checkpoint its
     training loops that often (seconds)."""
     tasks: dict[str, Task] = {}
@@ -216,8 +219,8 @@ def _todo(plan_: Plan, jobs: int, cluster: str | None, force: bool, on_start: Ca
     tasks = tasks_for(plan_, jobs, progress_every, checkpoint_every)
     if force:
         for task in tasks:
-            store.remove(task.experiment, task.key)
-    todo = [t for t in tasks if store.verified(t.experiment, t.key) is None]
+            store.remove(task.folder, task.key)
+    todo = [t for t in tasks if store.verified(t.folder, t.key) is None]
     on_start(len(tasks), len(todo))
     return todo
 
@@ -246,21 +249,31 @@ def reproduce(plan_: Plan, *, jobs: int = 1, cluster: str | None = None, force: 
                 progress_every=progress_every, checkpoint_every=checkpoint_every)
         return analyse(plan_)
     todo = _todo(plan_, jobs, cluster, force, on_start, progress_every, checkpoint_every)
-    waiting: dict[str, set[str]] = {item.name: set() for item in plan_.experiments}
-    for task in todo:
-        waiting[task.experiment].add(task.key)
+    todo_keys = {task.key for task in todo}
+    waiting = {item.name: _keys_read(plan_, item) & todo_keys for item in plan_.experiments}
 
     def analysis(name: str) -> Callable[[], ExperimentOutcome]:
         return functools.partial(_analyse_named, str(plan_.out), name, True)
 
     def then(task: Task, status: str) -> list[Callable[[], ExperimentOutcome]]:
-        waiting[task.experiment].discard(task.key)
-        return [] if waiting[task.experiment] else [analysis(task.experiment)]
+        ready = []
+        for name, keys in waiting.items():  # a shared run unblocks every experiment that reads it
+            if task.key in keys:
+                keys.discard(task.key)
+                ready += [] if keys else [analysis(name)]
+        return ready
 
     outcomes: dict[str, ExperimentOutcome] = {}
     run_local(todo, jobs, on_done, first=[analysis(name) for name, keys in waiting.items() if not keys],
               then=then, on_result=lambda outcome: outcomes.__setitem__(outcome.name, outcome))
     return [outcomes[item.name] for item in plan_.experiments]
+
+
+def _keys_read(plan_: Plan, item: PlannedExperiment) -> set[str]:
+    """The keys of every run the experiment's analysis reads (its controls' and the shared runs it declares)."""
+    if item.skip_reason is not None:
+        return set()
+    return {task.key for _, config in item.variants() for task in _variant_tasks(plan_, item, config, 1)}
 
 
 def figure_png(figure: Any) -> bytes:
@@ -273,14 +286,14 @@ def stored_run(plan_: Plan, task: Task, *, recompute: bool = True) -> StoredRun:
     """A task's stored run, verified against its checksum. One that vanished or is corrupt (then quarantined) is
     recomputed here when ``recompute``; otherwise ConfigError names it."""
     store = plan_.store
-    present = store.has(task.experiment, task.key)
-    run = store.verified(task.experiment, task.key)
+    present = store.has(task.folder, task.key)
+    run = store.verified(task.folder, task.key)
     if run is None and recompute:
         if not present:
             logging.getLogger("repdyn").warning("warning: stored run %s is missing; recomputing it",
-                                                store.path(task.experiment, task.key))
+                                                store.path(task.folder, task.key))
         execute_task(task)
-        run = store.verified(task.experiment, task.key)
+        run = store.verified(task.folder, task.key)
     if run is None:
         raise ConfigError(f"{task.experiment}: run {task.label!r} has no stored result in {store.root}; "
                           f"run `repdyn reproduce --out {plan_.out}` to finish it")

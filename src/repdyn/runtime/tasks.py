@@ -35,6 +35,12 @@ class Task:
     threads: int = 0  # torch intra-op threads in the worker; 0 keeps the process default
     progress_every: float = 0.0  # seconds between progress log lines inside the run; 0: none
     checkpoint_every: float = 0.0  # seconds between checkpoints of the run's training loops; 0: none
+    shared: str = ""  # RunSpec.shared: the run is stored under this name, and any experiment declaring it reads it
+
+    @property
+    def folder(self) -> str:
+        """The store folder of the run: its shared name, or else its experiment's."""
+        return self.shared or self.experiment
 
 
 class TaskFailed(RuntimeError):
@@ -54,10 +60,10 @@ def execute_task(task: Task, *, wait: bool = True) -> str:
     stored; a corrupt one is quarantined and recomputed), or "busy" when ``wait`` is False and another process
     holds the run's lock."""
     store = ResultStore(task.store_root)
-    with store.lock(task.experiment, task.key, wait=wait) as held:
+    with store.lock(task.folder, task.key, wait=wait) as held:
         if not held:
             return "busy"
-        if store.verified(task.experiment, task.key, locked=True) is not None:
+        if store.verified(task.folder, task.key, locked=True) is not None:
             return "cached"
         return _compute(task, store)
 
@@ -66,16 +72,18 @@ def _compute(task: Task, store: ResultStore) -> str:
     if task.threads:
         torch.set_num_threads(task.threads)
     experiment = registry.get(task.experiment)
-    config = run_view(from_dict(experiment.Config, task.config))
+    config = run_view(from_dict(experiment.Config, task.config), shared=bool(task.shared))
     start, cpu_start = time.perf_counter(), time.process_time()
     meta: dict[str, Any] = {"experiment": task.experiment, "label": task.label, "params": task.params,
-                            "seed": task.seed, "device": task.device, "config": task.config, "pid": os.getpid(),
+                            "seed": task.seed, "device": task.device, "config": task.config, "shared": task.shared,
+                            "pid": os.getpid(),
                             "started_at": time.time()}
-    checkpoints = (Checkpointer(store.path(task.experiment, task.key).with_suffix(".ckpt"), task.checkpoint_every)
+    checkpoints = (Checkpointer(store.path(task.folder, task.key).with_suffix(".ckpt"), task.checkpoint_every)
                    if task.checkpoint_every > 0 else None)
     with watching(f"{task.experiment} {task.label}", task.progress_every) as end, checkpointing(checkpoints):
         try:
-            result = experiment.execute(config, RunSpec(task.label, task.params), task.seed, task.device)
+            result = experiment.execute(config, RunSpec(task.label, task.params, shared=task.shared), task.seed,
+                                        task.device)
             meta["status"] = "ok"
         except Diverged as err:
             result = {}
@@ -88,7 +96,7 @@ def _compute(task: Task, store: ResultStore) -> str:
     meta["cpu_seconds"] = time.process_time() - cpu_start
     meta["finished_at"] = time.time()  # epoch seconds, with started_at: a sweep's timeline (bench_reproduce)
     try:
-        store.write(task.experiment, task.key, result, meta)
+        store.write(task.folder, task.key, result, meta)
     except WriteError as err:  # a full disk: nothing partial is left, the message names the folder
         raise TaskFailed(task, str(err)) from err
     if checkpoints is not None:

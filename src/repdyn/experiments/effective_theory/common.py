@@ -11,8 +11,9 @@ import torch
 from matplotlib.figure import Figure
 
 from repdyn.data.two_points import two_point_data
+from repdyn.experiments.base import RunSpec
 from repdyn.experiments.claims import Control
-from repdyn.experiments.config import param
+from repdyn.experiments.config import ConfigError, param
 from repdyn.nn import MLP, Ensemble, Schedule, train
 from repdyn.nn.cnn import ConvChain
 from repdyn.probes.two_point import TwoPointState, two_point_recorder
@@ -40,17 +41,21 @@ class DeepRunConfig:
 class DefaultRunConfig(DeepRunConfig):
     """Table 1's default network on one two-point dataset, ``trials`` independent networks as one ensemble."""
 
-    trials: int = param(3, ge=1, help="independent default networks (one ensemble; the paper shows one)")
+    trials: int = param(3, ge=1, help="independent default networks analysed: the first `trials` of the shared "
+                        "ensemble (the paper shows one)")
     dx: float = param(0.5, gt=0)
     dy: float = param(1.0, gt=0)
+    networks: int = param(3, ge=1, help="default networks of the ensemble shared by the experiments that read it "
+                          "(depth, control, init_scale's gain 1.0; trained once, see DEFAULT_NETWORKS); >= trials")
 
 
 DEFAULT_RUN_SCALES = {
     "smoke": DefaultRunConfig(width=32, depth=4, steps=400, time_compression=31.25, record_every=5),
-    "quick": DefaultRunConfig(width=64, steps=4000, time_compression=11.71875, record_every=10),
+    "quick": DefaultRunConfig(width=64, steps=4000, time_compression=11.71875, record_every=10, networks=8),
     "paper": DefaultRunConfig(),
 }
-"""The default network's scales, shared by the control (Fig. 11) and depth (Fig. 10) experiments."""
+"""The default network's scales, shared by the control (Fig. 11) and depth (Fig. 10) experiments. ``networks`` is
+the largest ``trials`` of the experiments that read the shared ensemble (depth's 8 at the quick scale)."""
 
 
 @dataclass(frozen=True)
@@ -95,10 +100,15 @@ INIT_SCALES: dict[float, float] = {0.9: 0.015, 1.0: 0.005, 1.1: 0.0025, 1.3: 0.0
 """Table 1, initial-weight rows: leaky-ReLU gain -> learning rate (20 x 500)."""
 
 
+def readout_index(depth: int) -> int:
+    """0-based index of hidden layer ⌈N/2⌉ (1-based), spec 000 §7.11: 9 for N = 20 (the 10th hidden layer), 0 for
+    N = 2."""
+    return (depth + 1) // 2 - 1
+
+
 def readout_layer(depth: int) -> str:
-    """Post-activation of hidden layer ⌈N/2⌉ (1-based), spec 000 §7.11: "layer9" of the engine's 0-based names
-    for N = 20 (the 10th hidden layer), "layer0" for N = 2."""
-    return f"layer{(depth + 1) // 2 - 1}"
+    """The engine's name of the post-activation of :func:`readout_index`: "layer9" for N = 20."""
+    return f"layer{readout_index(depth)}"
 
 
 def width_of(arch: Architecture, width: int) -> int:
@@ -262,12 +272,42 @@ def gated(values: np.ndarray, ok: np.ndarray) -> list[float]:
     return np.where(ok, np.asarray(values, dtype=float), np.nan).tolist()
 
 
-def train_default(config: DefaultRunConfig, seed: int, device: str, layers: list[str] | None = None) -> dict:
-    """Train ``config.trials`` default networks (Table 1's first row) on the two points as one ensemble."""
+DEFAULT_NETWORKS = "effective_theory.default_networks"
+"""The run several experiments read (:attr:`RunSpec.shared`): ``networks`` default networks (Table 1's first row) on
+one two-point dataset, every hidden layer recorded. depth analyses its members, control and init_scale (as gain 1.0)
+the first ``trials`` of them: one training instead of three of the same setting (session 32)."""
+
+
+def default_networks(config: DefaultRunConfig) -> RunSpec:
+    """The shared run of :data:`DEFAULT_NETWORKS` at ``config``'s settings; raises ConfigError when the config reads
+    more trials than the ensemble has networks."""
+    if config.trials > config.networks:
+        raise ConfigError(f"trials = {config.trials} > networks = {config.networks}: the analysis reads the first "
+                          "`trials` networks of the shared ensemble; raise networks")
+    params = {name: getattr(config, name) for name in ("width", "depth", "steps", "time_compression", "record_every",
+                                                       "dx", "dy", "networks")}
+    return RunSpec("default_networks", params, shared=DEFAULT_NETWORKS)
+
+
+def train_default_networks(params: Mapping[str, float], seed: int, device: str) -> dict:
+    """Execute :func:`default_networks`' run: ``params["networks"]`` default networks (seeds seed, seed + 1, ...) as
+    one ensemble, every hidden layer recorded (u: (T, networks, depth))."""
     arch = TABLE1["default"]
-    k = config.trials
-    lr = arch.lr * config.time_compression
-    return train_two_point(activation=arch.activation, depth=config.depth, width=config.width, gains=[arch.gain] * k,
-                           lrs=[lr] * k, seeds=[seed + i for i in range(k)], steps=config.steps,
-                           record_every=config.record_every, dx=[config.dx] * k, dy=[config.dy] * k,
-                           layers=layers, device=device, generator_seed=seed)
+    k, depth = int(params["networks"]), int(params["depth"])
+    lr = arch.lr * params["time_compression"]
+    return train_two_point(activation=arch.activation, depth=depth, width=int(params["width"]), gains=[arch.gain] * k,
+                           lrs=[lr] * k, seeds=[seed + i for i in range(k)], steps=int(params["steps"]),
+                           record_every=int(params["record_every"]), dx=[params["dx"]] * k, dy=[params["dy"]] * k,
+                           layers=[f"layer{i}" for i in range(depth)], device=device, generator_seed=seed)
+
+
+def select_networks(result: Mapping[str, np.ndarray], members: range, layer: int | None = None
+                    ) -> dict[str, np.ndarray]:
+    """The ``members`` of a :func:`train_two_point` result (for a reader of the shared ensemble: its first
+    ``trials``, fixed before any run); with ``layer``, u at that recorded layer only, as (T, members)."""
+    member_axis = {"u": 1, "v": 1, "w": 1, "loss": 1, "ybar": 1, "X": 0, "Y": 0, "gains": 0, "lrs": 0, "flipped": 0}
+    out = {name: np.take(value, members, axis=member_axis[name]) if name in member_axis else value
+           for name, value in result.items()}
+    if layer is not None:
+        out["u"] = out["u"][:, :, layer]
+    return out

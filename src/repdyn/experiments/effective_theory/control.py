@@ -13,8 +13,11 @@ from repdyn.experiments.effective_theory.common import (
     DEFAULT_RUN_SCALES,
     UNTRAINED,
     DefaultRunConfig,
+    default_networks,
     fit_member,
-    train_default,
+    readout_index,
+    select_networks,
+    train_default_networks,
 )
 from repdyn.theory import effective_theory as et
 
@@ -55,14 +58,17 @@ class PerturbedDynamicsControl(Experiment):
                                             "docs/reproduction/000.md#eq-7-does-not-overlay-the-transition")),
     )
 
+    def prepare(self, config: DefaultRunConfig) -> None:
+        default_networks(config)  # raises when trials > networks
+
     def runs(self, config: DefaultRunConfig) -> list[RunSpec]:
-        return [RunSpec("default", {})]
+        return [default_networks(config)]
 
     def execute(self, config: DefaultRunConfig, run: RunSpec, seed: int, device: str) -> dict:
-        return train_default(config, seed, device)
+        return train_default_networks(run.params, seed, device)
 
     def analyse(self, config: DefaultRunConfig, results: Mapping[str, dict]) -> Analysis:
-        res = results["default"]
+        res = select_networks(results["default_networks"], range(config.trials), readout_index(config.depth))
         t = res["steps"] * config.time_compression
         X, Y = config.dx**2, config.dy**2
         analysis = Analysis()
@@ -70,7 +76,7 @@ class PerturbedDynamicsControl(Experiment):
         theories = {}
         notes = []
         for k in range(config.trials):
-            u, v, w = res["u"][:, k, 0], res["v"][:, k], res["w"][:, k]
+            u, v, w = res["u"][:, k], res["v"][:, k], res["w"][:, k]
             for variant in et.VARIANTS:
                 member = fit_member(t, u, v, w, X, Y, variant)
                 losses[variant].append(member.relative_loss)
@@ -99,7 +105,7 @@ class PerturbedDynamicsControl(Experiment):
         fig = Figure(figsize=(9.0, 3.0))
         axes = fig.subplots(1, 3)
         for col, name in enumerate(("‖dh‖²", "‖dy‖²", "w")):
-            axes[col].plot(t, np.stack([res["u"][:, 0, 0], res["v"][:, 0], res["w"][:, 0]], -1)[:, col], color="k",
+            axes[col].plot(t, np.stack([res["u"][:, 0], res["v"][:, 0], res["w"][:, 0]], -1)[:, col], color="k",
                            lw=2, label="network")
             for i, (variant, theory) in enumerate(theories.items()):
                 axes[col].plot(t, theory.stacked()[:, col], ls="--", lw=1, color=f"C{i}",
