@@ -407,7 +407,8 @@ def test_alpha_scan_test_error_claims_are_the_closed_forms() -> None:
     lazy = np.array([0.1, 0.2])
     feature = lazy * cfg.p ** -exponent_gap(cfg.d)
     results = {f"alpha={a:g}": {"t_star": np.array([10.0 / a, 11.0 / a]), "lambda_star": np.ones(2),
-                                "lambda0": np.ones(2), "stopped": np.zeros(2, bool)} for a in cfg.alphas}
+                                "lambda_max": np.array([3.0, 5.0]) / (1 + a), "lambda0": np.array([1.0, 2.0]),
+                                "stopped": np.zeros(2, bool)} for a in cfg.alphas}
     results["alpha=1e-08"]["test_error"] = feature
     results["alpha=0.0001"]["test_error"] = 1.2 * feature
     results[FROZEN] = {"test_error": lazy}
@@ -417,6 +418,11 @@ def test_alpha_scan_test_error_claims_are_the_closed_forms() -> None:
     control = exp.analyse(dataclasses.replace(cfg, lazy_in_place=True), results).measured
     np.testing.assert_allclose(control["test_error_plateau"].values, lazy / feature)
     np.testing.assert_array_equal(control["plateau_below_lazy"].values, 0.0)
+    # Fig. 11 right: the median Λ_max/Λ(0) per α (medians of 3/(1 + α) and 2.5/(1 + α)), drawn beside Λ*/Λ(0)
+    rows = [m for m in exp.analyse(cfg, results).metrics if "lambda_max_ratio" in m]
+    np.testing.assert_allclose([m["alpha"] for m in rows], sorted(cfg.alphas))
+    np.testing.assert_allclose([m["lambda_max_ratio"] for m in rows], [2.75 / (1 + a) for a in sorted(cfg.alphas)])
+    np.testing.assert_allclose([m["lambda_ratio"] for m in rows], 0.75)
     with pytest.raises(ConfigError, match="converge_alphas"):
         exp.prepare(apply_overrides(exp.config("quick"), {"converge_alphas": "1e-9"}))
 

@@ -8,7 +8,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 import torch
-from scipy import integrate, special
+from scipy import integrate, special, stats
 from sklearn.svm import SVC
 
 from repdyn.theory import compression as C
@@ -124,6 +124,51 @@ def test_finite_p_discrepancy_is_the_training_sum() -> None:
     for i in range(2):
         mask = branch[i] * (x[:, 0] - zeta[i]) > 0
         assert got[i] == pytest.approx((x[:, 1:] * (y * mask)[:, None]).sum(0) / 300, abs=1e-14)
+
+
+def test_plateau_is_the_fixed_point_of_eq5_and_eq7() -> None:
+    """At the predicted plateau ω_⊥ = S ω₁/(C₁ − K) of a neuron on each d = 5 attractor, the velocity of Eqs. (5)
+    + (7) (the quadrature of single_neuron_velocity at finite λ ≈ 10³) leaves r = ω_⊥/ω₁ unchanged: ω̇_⊥/ω_⊥ =
+    ω̇₁/ω₁ per component. Dropping the first term of Eq. (7) (K = 0) does not."""
+    d, s = 5, np.array([1.0, -2.0, 0.5, 3.0]) * 1e-5
+    for a in C.stripe_attractors(d):
+        c1, _, c_perp, _ = (float(v) for v in C.limit_coefficients(a.z, a.branch))
+        k = a.branch * c_perp * math.exp(-a.z**2 / 2) / math.sqrt(2 * math.pi)
+        w1 = 50.0 * a.branch
+        rates = {}
+        for label, kk in (("eq7", k), ("no_first_term", 0.0)):
+            w = np.concatenate([[w1], s * w1 / (c1 - kk)])[None]
+            beta = np.array([np.sign(c1) * math.sqrt(1 + a.z**2 / d) * w1])
+            dw, _, _ = C.single_neuron_velocity(w, np.array([-w1 * a.z / math.sqrt(d)]), beta, 3, s[None])
+            rates[label] = dw[0, 1:] / w[0, 1:] / (dw[0, 0] / w[0, 0])
+        np.testing.assert_allclose(rates["eq7"], 1.0, rtol=1e-3)
+        assert np.all(np.abs(rates["no_first_term"] - 1.0) > 0.05)
+        # Λ*/√p of one training set: √(d − 1) |C₁ − K| / (√p ‖S‖), the median's numerator
+        assert C.plateau_amplification(a, d) * math.sqrt(stats.chi2.median(d - 1) / (d - 1)) == pytest.approx(
+            abs(c1 - k) / math.sqrt(C.limit_coefficients(a.z, a.branch)[3]), rel=1e-12)
+
+
+def test_plateau_median_over_training_sets() -> None:
+    """median over stripe training sets of √(d − 1) |C₁ − K| / (√p ‖S‖), S the training-set discrepancy at each
+    d = 5 attractor, equals plateau_amplification (σ² = D_⊥, App. C.3), within 5 % (Monte Carlo: 1000 sets of
+    p = 1000); σ = D_⊥ (Eq. 7 as printed) misses it by ≥ 15 % at z* ≈ 0.570 and 0.685."""
+    d, p, n_sets = 5, 1000, 1000
+    rng = np.random.default_rng(1)
+    attractors = C.stripe_attractors(d)
+    norms = np.empty((n_sets, len(attractors)))
+    for i in range(n_sets):
+        x = rng.standard_normal((p, d))
+        disc = C.finite_p_discrepancy(x, C.stripe_label(x[:, 0]), np.array([a.z for a in attractors]),
+                                      np.array([a.branch for a in attractors]))
+        norms[i] = np.linalg.norm(disc, axis=1)
+    for j, a in enumerate(attractors):
+        c1, _, c_perp, _ = (float(v) for v in C.limit_coefficients(a.z, a.branch))
+        k = a.branch * c_perp * math.exp(-a.z**2 / 2) / math.sqrt(2 * math.pi)
+        sampled = float(np.median(math.sqrt(d - 1) * abs(c1 - k) / (math.sqrt(p) * norms[:, j])))
+        assert sampled == pytest.approx(C.plateau_amplification(a, d), rel=0.05)
+        if a.z > 0:
+            assert abs(C.plateau_amplification(a, d, eq7_as_printed=True) / sampled - 1) > 0.15
+    assert C.fastest_attractor(d) == max(attractors, key=lambda a: abs(a.c1) * math.sqrt(1 + a.z**2 / d))
 
 
 def _jacobian_gram(w, b, beta, x1, x2):

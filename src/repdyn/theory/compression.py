@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from scipy import optimize, special
+from scipy import optimize, special, stats
 
 STRIPE_X_MIN = -0.3
 """Lower edge of the single stripe (seed 003 §3)."""
@@ -189,6 +189,31 @@ def stripe_attractors(d: int, x_min: float = STRIPE_X_MIN, x_max: float = STRIPE
             shrinks = (branch * c1 * y < 0) or (math.sqrt(2 * math.pi) * abs(c1) - math.exp(-z * z / 2) > 0)
             out.append(Attractor(float(z), branch, c1, abs(c1) * math.sqrt(1 + z * z / d), bool(shrinks)))
     return out
+
+
+def fastest_attractor(d: int) -> Attractor:
+    """The stripe attractor with the largest growth rate |C₁| √(1 + z²/d) (shortest τ*, Eq. 14): its neurons'
+    ω₁ ∝ e^(t/τ*) outgrow the others', so they dominate F and the sums of Eq. (9) as t grows."""
+    return max(stripe_attractors(d), key=lambda a: a.growth_rate)
+
+
+def plateau_amplification(attractor: Attractor, d: int, eq7_as_printed: bool = False) -> float:
+    """Λ*/√p at the plateau of Eqs. (7) and (9) when the neurons at ``attractor`` dominate Eq. (9): the median
+    over training sets (our derivation from the paper's equations; the paper states only λ* ∼ √p, Eq. 8).
+
+    At z* (λ → ±∞), ω̇₁ = (β/τ) C₁ and Eq. (7) reads ω̇_⊥ = (β/τ)(K ω₁ r + S) with r = ω_⊥/ω₁,
+    K = sign(ω₁) C_⊥ e^(−z*²/2)/√(2π) (ω₁/ω → sign(ω₁)) and S = N σ/√p the training-set discrepancy
+    (:func:`finite_p_discrepancy`). So ṙ = (β/(τ ω₁))(S − (C₁ − K) r), whose stable fixed point (the paper's
+    condition of λ diverging at p = ∞) is r* = S/(C₁ − K): λ* = |C₁ − K|/‖S‖. (The paper's text drops the
+    first term of Eq. 7 as ∝ 1/λ, but at the plateau it is of the same order as the second.) Every neuron at z*
+    shares S, so Eq. (9) gives Λ* = √(d − 1) λ*. The components of √p S are independent with variance σ² =
+    D_⊥(z*) (App. C.3, μ² + σ² = D_⊥; ``eq7_as_printed``: σ = D_⊥, spec 003 P4), so p‖S‖²/σ² ~ χ²_(d−1) and
+    median(Λ*/√p) = |C₁ − K| √(d − 1) / (σ √median(χ²_(d−1))).
+    """
+    c1, _, c_perp, d_perp = (float(v) for v in limit_coefficients(attractor.z, attractor.branch))
+    k = attractor.branch * c_perp * math.exp(-attractor.z**2 / 2) / math.sqrt(2 * math.pi)
+    sigma = d_perp if eq7_as_printed else math.sqrt(d_perp)
+    return abs(c1 - k) * math.sqrt((d - 1) / stats.chi2.median(d - 1)) / sigma
 
 
 def neuron_time_scale(h: int, d: int) -> float:

@@ -24,10 +24,10 @@ from repdyn.experiments.compression.common import (
 from repdyn.experiments.config import ConfigError, param
 from repdyn.theory.compression import (
     classification_error,
+    fastest_attractor,
     feature_exponent,
     growth_time,
     lazy_exponent,
-    stripe_attractors,
 )
 
 # the t* controls judge t* and Λ* only: none of their runs is trained on to zero loss
@@ -48,7 +48,7 @@ def exponent_gap(d: int) -> float:
 
 def fastest_half_time(h: int, d: int) -> float:
     """τ*/2 of the fastest stripe attractor (Eq. 14): F ∝ β ω₁ ∝ e^(2t/τ*), so F ~ 1 at t* ≈ (τ*/2) log(1/α)."""
-    return min(growth_time(a, h, d) for a in stripe_attractors(d)) / 2
+    return growth_time(fastest_attractor(d), h, d) / 2
 
 
 @dataclass(frozen=True)
@@ -173,6 +173,7 @@ class AlphaScan(Experiment):
         runs = [results[f"alpha={a:g}"] for a in alphas]
         t_star = np.array([r["t_star"] for r in runs])  # (n_alpha, n_seeds)
         ratio = np.array([r["lambda_star"] / r["lambda0"] for r in runs])
+        max_ratio = np.array([r["lambda_max"] / r["lambda0"] for r in runs])
         lazy = (np.log(t_star[-1]) - np.log(t_star[-2])) / (np.log(alphas[-1]) - np.log(alphas[-2]))
         small = alphas <= FEATURE_ALPHA
         half = fastest_half_time(config.width, config.d)
@@ -199,18 +200,29 @@ class AlphaScan(Experiment):
                   label="(τ*/2) log(1/α)")
         a1.set(xlabel="α", ylabel="t*", ylim=(med_t.min() / 3, med_t.max() * 3))
         a1.legend()
+        med_max = np.nanmedian(max_ratio, axis=1)
         a2.semilogx(alphas, med_r, "o-", label="Λ*/Λ(0) (median)")
+        a2.semilogx(alphas, med_max, "s--", label="Λ_max/Λ(0) (median)")
+        converged = np.isin(alphas, config.converge_alphas) if config.test_errors else np.zeros(len(alphas), bool)
+        if converged.any() and not converged.all():  # their Λ_max runs over the fitting regime, the others' stops
+            a2.scatter(alphas[converged], med_max[converged], s=90, facecolors="none", edgecolors="C1",
+                       label="Λ_max over the run to zero loss")
         a2.axhline(1.0, color="k", ls=":")
-        a2.set(xlabel="α", ylabel="Λ*/Λ(0)")
+        a2.set(xscale="log", yscale="log", xlabel="α", ylabel="Λ/Λ(0)", title="global amplification factor")
+        a2.legend(fontsize=7)
         return Analysis(measured, {"alpha_scan": fig},
-                        [{"alpha": float(a), "t_star": float(t), "lambda_ratio": float(v)}
-                         for a, t, v in zip(alphas, med_t, med_r, strict=True)]
+                        [{"alpha": float(a), "t_star": float(t), "lambda_ratio": float(v),
+                          "lambda_max_ratio": float(m)}
+                         for a, t, v, m in zip(alphas, med_t, med_r, med_max, strict=True)]
                         + [{"alpha": float(a), "test_error": float(np.median(e))}
                            for a, e in zip(*self._errors(config, results)[:2], strict=True)],
                         notes="Every α shares the data, initialisation and test set (one seed group). A run stops "
                               "just after t* (10 % fitted), except those of converge_alphas, which go on to zero "
                               "hinge loss or converge_steps (a capped run's error is that of the capped state, spec "
-                              "003 P10); the test error is drawn for those.")
+                              "003 P10); the test error is drawn for those. Λ_max = max_t Λ(t) (Fig. 11 right, "
+                              "drawn, not claimed) is the maximum up to the run's end: over the fitting regime for "
+                              "converge_alphas (circled where not every α converges), up to just after t* for the "
+                              "others.")
 
     @staticmethod
     def _errors(config: AlphaScanConfig, results: Mapping[str, RunResult]) -> tuple[list, np.ndarray, np.ndarray]:

@@ -22,7 +22,13 @@ from repdyn.experiments.compression.common import (
     trial_slopes,
 )
 from repdyn.experiments.config import param
-from repdyn.theory.compression import CYLINDER_RADIUS, STRIPE_X_MAX, STRIPE_X_MIN
+from repdyn.theory.compression import (
+    CYLINDER_RADIUS,
+    STRIPE_X_MAX,
+    STRIPE_X_MIN,
+    fastest_attractor,
+    plateau_amplification,
+)
 
 LAZY = Control("the lazy regime (α = 10²: weights barely move)", {"alpha": 100.0})
 
@@ -131,7 +137,9 @@ class Amplification(Experiment):
             ax.loglog(p, med_max, "s--", label="Λ_max up to the stop (median)")
             if np.isfinite(med[0]):
                 ax.loglog(p, med[0] * np.sqrt(p / p[0]), "k:", label="∝ √p (theory)")
+            plateau = {}  # Eq. 8's prefactor: measured median Λ*/√p over the plateau of Eqs. 7 and 9 (no claim)
             if model == "stripe":  # Fig. 5 bottom's d = 10 beside the claims' d = 5: drawn, not claimed
+                plateau = {d: plateau_amplification(fastest_attractor(d), d) for d in config.ds_stripe}
                 for d in config.ds_stripe[1:]:
                     runs_d = [results[f"stripe d={d} p={int(q)}"] for q in p]
                     med_d = np.nanmedian([r["lambda_star"] for r in runs_d], axis=1)
@@ -140,15 +148,22 @@ class Amplification(Experiment):
                     ax.loglog(p, max_d, "s--", label=f"Λ_max (median), d = {d}")
                     metrics += [{"model": f"stripe d={d}", "p": int(q), "lambda_star": float(med_d[i]),
                                  "lambda_max": float(max_d[i]), "t_star": float(np.nanmedian(r["t_star"])),
-                                 "steps": int(r["steps"])} for i, (q, r) in enumerate(zip(p, runs_d, strict=True))]
+                                 "steps": int(r["steps"]),
+                                 "lambda_star_over_plateau": float(med_d[i] / (plateau[d] * np.sqrt(q)))}
+                                for i, (q, r) in enumerate(zip(p, runs_d, strict=True))]
+                for d in config.ds_stripe:
+                    ax.loglog(p, plateau[d] * np.sqrt(p), "-.", lw=0.8,
+                              label=f"plateau of Eqs. 7, 9, d = {d}: {plateau[d]:.2f} √p")
             several_d = model == "stripe" and len(config.ds_stripe) > 1
             ax.set(xlabel="p", ylabel="Λ", title=f"stripe (unlabelled: d = {config.ds_stripe[0]})" if several_d
                    else model)
             ax.legend()
             for i, (q, r) in enumerate(zip(p, runs, strict=True)):
-                metrics.append({"model": model, "p": int(q), "lambda_star": float(med[i]),
-                                "lambda_max": float(med_max[i]), "t_star": float(np.nanmedian(r["t_star"])),
-                                "steps": int(r["steps"])})
+                row = {"model": model, "p": int(q), "lambda_star": float(med[i]), "lambda_max": float(med_max[i]),
+                       "t_star": float(np.nanmedian(r["t_star"])), "steps": int(r["steps"])}
+                if plateau:
+                    row["lambda_star_over_plateau"] = float(med[i] / (plateau[config.ds_stripe[0]] * np.sqrt(q)))
+                metrics.append(row)
         x_min, x_max = STRIPE_X_MIN, STRIPE_X_MAX
         measured["stripe_equiprobable"] = Measured(0.5 * (erf(x_max / math.sqrt(2)) - erf(x_min / math.sqrt(2))),
                                                    "Φ(x_max) − Φ(x_min)")
@@ -168,4 +183,6 @@ class Amplification(Experiment):
                               "Λ_max is the maximum up to that point, not over the whole fitting regime. One slope "
                               "per realisation (independent data and init at every p); Λ* scatters up to ~5× "
                               "between realisations at one p, so single slopes scatter by ~0.2 and the verdict is "
-                              "on their median.")
+                              "on their median. Stripe: lambda_star_over_plateau = median Λ* / (c √p), c the "
+                              "plateau of Eqs. (7) and (9) at the fastest attractor (theory.compression."
+                              "plateau_amplification, σ = √D_⊥): a metric, not a claim (Eq. 8 gives no prefactor).")
