@@ -183,16 +183,17 @@ class AlphaScan(Experiment):
                                 else np.nan for s in range(config.n_seeds)]) / half
         else:
             feature = np.full(config.n_seeds, np.nan)
+        conv, errors, lazy_errors = self._errors(config, results)
         measured = {
             "lazy_time_scaling": Measured(lazy, f"t*·α at the largest α: {np.round(t_star[-1] * alphas[-1], 2)}"),
             "feature_time_scaling": Measured(feature, f"τ*/2 = {half:.1f}; slopes {np.round(feature * half, 1)}"),
             "lazy_no_compression": Measured(ratio[-1], f"α = {alphas[-1]:g}"),
             "feature_compresses": Measured(ratio[0], f"α = {alphas[0]:g}"),
-            **self._test_error_claims(config, results),
+            **self._test_error_claims(config, results, conv, errors, lazy_errors),
         }
         fig = Figure(figsize=(15, 4))
         a0, a1, a2 = fig.subplots(1, 3)
-        self._test_error_panel(a0, config, results)
+        self._test_error_panel(a0, config, conv, errors, lazy_errors)
         med_t, med_r = np.nanmedian(t_star, axis=1), np.nanmedian(ratio, axis=1)
         a1.loglog(alphas, med_t, "o-", label="t* (median)")
         a1.loglog(alphas, med_t[-1] * alphas[-1] / alphas, "k:", label="∝ 1/α")
@@ -215,7 +216,7 @@ class AlphaScan(Experiment):
                           "lambda_max_ratio": float(m)}
                          for a, t, v, m in zip(alphas, med_t, med_r, med_max, strict=True)]
                         + [{"alpha": float(a), "test_error": float(np.median(e))}
-                           for a, e in zip(*self._errors(config, results)[:2], strict=True)],
+                           for a, e in zip(conv, errors, strict=True)],
                         notes="Every α shares the data, initialisation and test set (one seed group). A run stops "
                               "just after t* (10 % fitted), except those of converge_alphas, which go on to zero "
                               "hinge loss or converge_steps (a capped run's error is that of the capped state, spec "
@@ -235,8 +236,10 @@ class AlphaScan(Experiment):
                           floor)
         return conv, errors.reshape(len(conv), config.n_seeds), lazy
 
-    def _test_error_claims(self, config: AlphaScanConfig, results: Mapping[str, RunResult]) -> dict[str, Measured]:
-        conv, errors, lazy = self._errors(config, results)
+    @staticmethod
+    def _test_error_claims(config: AlphaScanConfig, results: Mapping[str, RunResult], conv: list, errors: np.ndarray,
+                           lazy: np.ndarray) -> dict[str, Measured]:
+        """Fig. 11 left's claims from :meth:`_errors`' converged α, their errors and the frozen kernel's."""
         small = [i for i, a in enumerate(conv) if a <= FEATURE_ALPHA]
         if len(small) < 2:
             nan = np.full(config.n_seeds, np.nan)
@@ -255,9 +258,9 @@ class AlphaScan(Experiment):
                                                f"(β_F − β_L) ln p = {gap:.3f}: ratio for g = 0.5 "
                                                f"{np.exp(-gap / 2):.3f}; " + note)}
 
-    def _test_error_panel(self, ax, config: AlphaScanConfig, results: Mapping[str, RunResult]) -> None:
+    @staticmethod
+    def _test_error_panel(ax, config: AlphaScanConfig, conv: list, errors: np.ndarray, lazy: np.ndarray) -> None:
         """Fig. 11 left: test error against α (median and realisations), the frozen initial NTK's as a line."""
-        conv, errors, lazy = self._errors(config, results)
         if conv:
             ax.loglog(conv, np.median(errors, axis=1), "o-", color="C0", label="network (median)")
             ax.scatter(np.repeat(conv, config.n_seeds), errors.ravel(), color="C0", s=6, alpha=0.5)

@@ -103,7 +103,7 @@ class Amplification(Experiment):
     def runs(self, config: AmplificationConfig) -> list[RunSpec]:
         return ([RunSpec(f"{model} p={p}", {"model": model, "p": p})
                  for model, ps in (("stripe", config.p_stripe), ("cylinder", config.p_cylinder)) for p in ps]
-                + [RunSpec(f"stripe d={d} p={p}", {"model": "stripe", "p": p, "d": d})
+                + [RunSpec(stripe_label(config, d, p), {"model": "stripe", "p": p, "d": d})
                    for d in config.ds_stripe[1:] for p in config.p_stripe])
 
     def execute(self, config: AmplificationConfig, run: RunSpec, seed: int, device: str) -> RunResult:
@@ -141,16 +141,12 @@ class Amplification(Experiment):
             if model == "stripe":  # Fig. 5 bottom's d = 10 beside the claims' d = 5: drawn, not claimed
                 plateau = {d: plateau_amplification(fastest_attractor(d), d) for d in config.ds_stripe}
                 for d in config.ds_stripe[1:]:
-                    runs_d = [results[f"stripe d={d} p={int(q)}"] for q in p]
+                    runs_d = [results[stripe_label(config, d, int(q))] for q in p]
                     med_d = np.nanmedian([r["lambda_star"] for r in runs_d], axis=1)
                     max_d = np.nanmedian([r["lambda_max"] for r in runs_d], axis=1)
                     ax.loglog(p, med_d, "o-", label=f"Λ* (median), d = {d}")
                     ax.loglog(p, max_d, "s--", label=f"Λ_max (median), d = {d}")
-                    metrics += [{"model": f"stripe d={d}", "p": int(q), "lambda_star": float(med_d[i]),
-                                 "lambda_max": float(max_d[i]), "t_star": float(np.nanmedian(r["t_star"])),
-                                 "steps": int(r["steps"]),
-                                 "lambda_star_over_plateau": float(med_d[i] / (plateau[d] * np.sqrt(q)))}
-                                for i, (q, r) in enumerate(zip(p, runs_d, strict=True))]
+                    metrics += _metric_rows(f"stripe d={d}", p, runs_d, med_d, max_d, plateau[d])
                 for d in config.ds_stripe:
                     ax.loglog(p, plateau[d] * np.sqrt(p), "-.", lw=0.8,
                               label=f"plateau of Eqs. 7, 9, d = {d}: {plateau[d]:.2f} √p")
@@ -158,21 +154,16 @@ class Amplification(Experiment):
             ax.set(xlabel="p", ylabel="Λ", title=f"stripe (unlabelled: d = {config.ds_stripe[0]})" if several_d
                    else model)
             ax.legend()
-            for i, (q, r) in enumerate(zip(p, runs, strict=True)):
-                row = {"model": model, "p": int(q), "lambda_star": float(med[i]), "lambda_max": float(med_max[i]),
-                       "t_star": float(np.nanmedian(r["t_star"])), "steps": int(r["steps"])}
-                if plateau:
-                    row["lambda_star_over_plateau"] = float(med[i] / (plateau[config.ds_stripe[0]] * np.sqrt(q)))
-                metrics.append(row)
+            metrics += _metric_rows(model, p, runs, med, med_max, plateau.get(config.ds_stripe[0]))
         x_min, x_max = STRIPE_X_MIN, STRIPE_X_MAX
         measured["stripe_equiprobable"] = Measured(0.5 * (erf(x_max / math.sqrt(2)) - erf(x_min / math.sqrt(2))),
                                                    "Φ(x_max) − Φ(x_min)")
         measured["cylinder_equiprobable"] = Measured(math.exp(-CYLINDER_RADIUS**2 / 2), "exp(−R²/2)")
         fig2 = Figure(figsize=(5, 4))
         ax = fig2.subplots()
-        for d, prefix in ((config.ds_stripe[0], "stripe "), *((d, f"stripe d={d} ") for d in config.ds_stripe[1:])):
+        for d in config.ds_stripe:
             for q in (config.p_stripe[0], config.p_stripe[-1]):
-                r = results[f"{prefix}p={int(q)}"]
+                r = results[stripe_label(config, d, int(q))]
                 label = f"p={int(q)}" if len(config.ds_stripe) == 1 else f"d={d}, p={int(q)}"
                 ax.semilogy(r["history_t"].mean(0), r["history_amplification"].mean(0), label=label)
         ax.set(xlabel="t", ylabel="Λ(t) (mean over seeds)", title="stripe: Λ(t)")
@@ -186,3 +177,21 @@ class Amplification(Experiment):
                               "on their median. Stripe: lambda_star_over_plateau = median Λ* / (c √p), c the "
                               "plateau of Eqs. (7) and (9) at the fastest attractor (theory.compression."
                               "plateau_amplification, σ = √D_⊥): a metric, not a claim (Eq. 8 gives no prefactor).")
+
+
+def stripe_label(config: AmplificationConfig, d: int, p: int) -> str:
+    """The run label of the stripe in dimension d: the claims' d (the first of ``ds_stripe``) keeps "stripe p=…"."""
+    return f"stripe p={p}" if d == config.ds_stripe[0] else f"stripe d={d} p={p}"
+
+
+def _metric_rows(model: str, p: np.ndarray, runs: list[RunResult], med: np.ndarray, med_max: np.ndarray,
+                 plateau: float | None) -> list[dict]:
+    """One metrics row per p: median Λ*, Λ_max, t* and steps; with ``plateau`` (c of Eqs. 7, 9) Λ*/(c √p)."""
+    rows = []
+    for i, (q, r) in enumerate(zip(p, runs, strict=True)):
+        row = {"model": model, "p": int(q), "lambda_star": float(med[i]), "lambda_max": float(med_max[i]),
+               "t_star": float(np.nanmedian(r["t_star"])), "steps": int(r["steps"])}
+        if plateau is not None:
+            row["lambda_star_over_plateau"] = float(med[i] / (plateau * np.sqrt(q)))
+        rows.append(row)
+    return rows

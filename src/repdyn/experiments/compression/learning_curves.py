@@ -303,7 +303,7 @@ class LearningCurves(Experiment):
                  "finite NTK's rank h(d + 2) = 700 < p biases the exponent low). One exponent per realisation.")
         if len(config.ds) > 1:
             notes += (f" Fig. 2's further dimensions d = {config.ds[1:]} are drawn beside d = {config.ds[0]} (their "
-                      "own theory exponents); the claims are on d = 5.")
+                      f"own theory exponents); the claims are on d = {config.ds[0]}.")
         return Analysis(measured, {"learning_curves": fig, "cylinder": fig_cyl}, metrics, notes)
 
 
