@@ -1,9 +1,10 @@
 import math
 
+import numpy as np
 import pytest
 import torch
 
-from repdyn.probes.intrinsic_dimension import nearest_neighbour_ratios, two_nn
+from repdyn.probes.intrinsic_dimension import curve_fraction, nearest_neighbour_ratios, two_nn
 
 
 def test_two_nn_by_hand_on_a_line():
@@ -55,3 +56,22 @@ def test_two_nn_rejects_duplicates_and_too_few_points():
         two_nn(x[:2])
     with pytest.raises(ValueError, match="needs at least 3"):
         two_nn(x[:3], discard=0.5)
+
+
+def test_curve_fraction_on_a_curve_and_on_independent_noise():
+    """On y = sin(3x) + noise of variance s² the fraction is 1 − s²(1 + 1/k)/Var y up to the curve's variation
+    over k neighbours (n = 2000, x uniform on [−1, 1]: neighbours span ~0.01, a bias < 10⁻³); with y independent
+    of x its mean over draws is 1 − (1 + 1/k) n/(n − 1) ≈ −1/k (the leave-one-out residual has variance
+    σ²(1 + 1/k), the total sum of squares mean (n − 1)σ²)."""
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-1, 1, 2000)
+    s = 0.1
+    y = np.sin(3 * x) + s * rng.standard_normal(x.size)
+    expected = 1 - s**2 * (1 + 1 / 10) / y.var()
+    assert curve_fraction(x, y) == pytest.approx(expected, abs=0.02)
+    draws = [curve_fraction(rng.standard_normal(200), rng.standard_normal(200)) for _ in range(300)]
+    assert abs(np.mean(draws) - (1 - 1.1 * 200 / 199)) <= 4 * np.std(draws) / np.sqrt(len(draws))
+    ties = np.repeat(np.arange(50.0), 4)  # every x four times: the point itself may be hidden among its ties
+    assert curve_fraction(ties, ties**2, k=3) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="constant"):
+        curve_fraction(x, np.ones_like(x))

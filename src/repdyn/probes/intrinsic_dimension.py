@@ -1,5 +1,6 @@
 """Intrinsic dimension of a point cloud by TwoNN (Facco, d'Errico, Rodriguez & Laio 2017, Sci. Rep. 7, 12140),
-the estimator of seed 003's footnote 6 (d_eff ≈ 6 for the last hidden layer on MNIST).
+the estimator of seed 003's footnote 6 (d_eff ≈ 6 for the last hidden layer on MNIST), and
+:func:`curve_fraction`, how far a planar cloud is one-dimensional (seed 003, Fig. 10 right).
 
 For each point, μ = r₂/r₁ is the ratio of the distances to its second and first nearest neighbours. If the density is
 locally uniform on a d-dimensional manifold, μ follows the Pareto law F(μ) = 1 − μ^(−d) (Facco et al., Eq. 1), i.e.
@@ -18,7 +19,9 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
+from scipy.spatial import cKDTree
 from torch import Tensor
 
 DISCARD = 0.1  # Facco et al. 2017: the 10 % of points with the highest μ are discarded
@@ -62,3 +65,21 @@ def two_nn(points: Tensor, discard: float = DISCARD) -> float:
         raise ValueError(f"TwoNN keeps {k} of {n} points; it needs at least 3")
     total = float(log_mu[:k].sum() + (n - k) * log_mu[k - 1])
     return math.inf if total == 0 else (k - 1) / total
+
+
+def curve_fraction(x: np.ndarray, y: np.ndarray, k: int = 10) -> float:
+    """Fraction of the variance of y that is a function of x, for samples (x_i, y_i) of a planar cloud:
+    1 − Σ (y_i − m_i)² / Σ (y_i − ȳ)², m_i the mean of y over the k nearest neighbours of x_i in x, i itself
+    excluded (leave-one-out k-NN regression). Near 1 when the points lie on a curve y = g(x) (up to g's variation
+    over k neighbours); −1/k in expectation when y is independent of x."""
+    x, y = np.asarray(x, dtype=float).ravel(), np.asarray(y, dtype=float).ravel()
+    if x.shape != y.shape or x.size <= k + 1 or k < 1:
+        raise ValueError(f"need x and y of one length > k + 1 = {k + 1}, got {x.size} and {y.size}")
+    spread = np.sum((y - y.mean()) ** 2)
+    if spread == 0:
+        raise ValueError("y is constant: the fraction of its variance is undefined")
+    _, idx = cKDTree(x[:, None]).query(x[:, None], k=k + 1)
+    drop = idx == np.arange(x.size)[:, None]  # the point itself; where ties hid it, the farthest neighbour
+    drop[~drop.any(axis=1), -1] = True
+    keep = np.take_along_axis(idx, np.argsort(drop, axis=1, kind="stable")[:, :k], axis=1)
+    return float(1.0 - np.sum((y - y[keep].mean(axis=1)) ** 2) / spread)
