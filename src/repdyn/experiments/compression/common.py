@@ -25,7 +25,13 @@ from repdyn.nn.hidden_layer import (
     init_hidden_layer,
     train_gradient_flow,
 )
-from repdyn.theory.compression import amplification, classification_error, hidden_layer_ntk, infinite_width_ntk
+from repdyn.theory.compression import (
+    amplification,
+    classification_error,
+    infinite_width_ntk,
+    ntk_features,
+    ntk_from_features,
+)
 
 UNTRAINED = Control("the untrained network (max_steps = 0)", {"max_steps": 0})
 """Negative control of every claim about what training does: the same protocol with the network left at init."""
@@ -225,10 +231,12 @@ def ntk_rows(h: int, p: int, memory_gb: float) -> int:
 def trial_ntk(net: HiddenLayerNet, s: int, x1: torch.Tensor, x2: torch.Tensor, rows: int,
               last_layer_only: bool = False) -> torch.Tensor:
     """The NTK (or the last-layer kernel) of trial s of ``net`` between x1 (n1, d) and x2 (n2, d), built ``rows``
-    rows of x1 at a time (the same entries as one call, to the rounding of the matrix products)."""
-    def kernel(a, b):
-        return hidden_layer_ntk(net.w[s], net.b[s], net.beta[s], a, b, last_layer_only=last_layer_only)
-    return by_rows(kernel, x1, x2, rows)
+    rows of x1 at a time against x2's factors computed once (the same entries as one call, to the rounding of the
+    matrix products)."""
+    def features(x):
+        return ntk_features(net.w[s], net.b[s], net.beta[s], x, last_layer_only)
+    columns = features(x2)
+    return by_rows(lambda a, _: ntk_from_features(features(a), columns), x1, None, rows)
 
 
 def network_output(net: HiddenLayerNet, x: torch.Tensor, memory_gb: float) -> torch.Tensor:
