@@ -64,8 +64,6 @@ def _neuron_ode(w0: np.ndarray, b0: np.ndarray, beta0: np.ndarray, h: int, x: np
                 times: np.ndarray) -> np.ndarray:
     """Integrate Eq. (5) + Eq. (7) (finite-p term from the training set) for all neurons; (n, len(times), d+2)."""
     n, d = w0.shape
-    if n == 0:
-        return np.empty((0, len(times), d + 2))
     discrepancy = finite_p_discrepancy_fn(x, y)
 
     def rhs(_t: float, state: np.ndarray) -> np.ndarray:
@@ -155,10 +153,8 @@ class SingleNeuron(Experiment):
         keep = np.unique(np.linspace(0, len(times) - 1, min(200, len(times))).astype(int))
         keep = keep[np.concatenate([[True], np.diff(times[keep]) > 0])]
         net_traj = neurons[:, keep]
-        grown = grown_neurons(net_traj)  # the claims and the figure read the ODE of these only (NaN elsewhere)
-        ode = np.full_like(net_traj, np.nan)
-        ode[grown] = _neuron_ode(net_traj[grown, 0, :2], net_traj[grown, 0, 2], net_traj[grown, 0, 3], config.width,
-                                 x[0].cpu().numpy(), y[0].cpu().numpy(), times[keep])
+        ode = _neuron_ode(net_traj[:, 0, :2], net_traj[:, 0, 2], net_traj[:, 0, 3], config.width,
+                          x[0].cpu().numpy(), y[0].cpu().numpy(), times[keep])
         thin = np.unique(np.linspace(0, len(all_times) - 1, min(400, len(all_times))).astype(int))
         end = torch.cat([res.net.w[0], res.net.b[0, :, None], res.net.beta[0, :, None]], dim=1).cpu().numpy()
         return {"t": times[keep], "network": net_traj, "ode": ode, "t_star": float(res.t_star[0]),
