@@ -225,8 +225,8 @@ class SingleNeuron(Experiment):
         b1.axvline(r["t_star"], color="r")
         b1.set(xscale="log", ylim=(-3, 3), xlabel="t", ylabel="ζ₁ = −√2 b/ω₁",
                title="grown neurons' offsets along e₁ (Fig. 4 left)")
-        b2.plot(r["run_t"], r["run_loss"], label="train hinge loss")
-        b2.plot(r["run_t"], 1 - r["run_fitted"], label="fraction not fitted")
+        for values, label in ((r["run_loss"], "train hinge loss"), (1 - r["run_fitted"], "fraction not fitted")):
+            b2.plot(r["run_t"], np.where(values > 0, values, np.nan), label=label)  # zero at zero loss: not drawn
         b2.axvline(r["t_star"], color="r")
         b2.set(xscale="log", yscale="log", xlabel="t", title="fitting regime (Fig. 4 right)")
         b2.legend()
