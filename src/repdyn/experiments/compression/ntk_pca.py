@@ -161,8 +161,8 @@ class NtkPca(Experiment):
                   at_least(0.9),
                   quote="performing the same analysis for the kernel obtained from the last layer of hidden neurons "
                         "shows that data organize into a smaller manifold, which is approximately one-dimensional "
-                        "(right column). It is expected in the stripe model, since for Λ → ∞ the hidden neurons "
-                        "activity can only depend on a single variable x₁",
+                        "(right column). It is expected in the stripe model, since for … the hidden neurons "
+                        "activity can only depend on a single variable x_1",
                   band_reason="our choice for 'approximately one-dimensional': at most 10 % of the cloud's variance "
                               "off the curve φ(x₁) of the single variable the paper names",
                   control=AT_INIT, figure="top_eigenvectors"),
