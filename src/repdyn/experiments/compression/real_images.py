@@ -1,8 +1,10 @@
-"""Real images: the CNN of spec 003 §2.13 on digit parity, frozen initial vs final NTK (Figs. 8, 9c,d, 10; §5.2)."""
+"""Real images: the CNN of spec 003 §2.13 on digit parity, frozen initial vs final NTK and the last layer's kernel
+(Figs. 8, 9c,d, 10; footnote 6; §5.2)."""
 
 from __future__ import annotations
 
 import copy
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -11,16 +13,25 @@ from pathlib import Path
 import numpy as np
 import torch
 from matplotlib.figure import Figure
+from torch.func import functional_call, jacrev
 from torch.nn import functional as F
 
 from repdyn.data.digits import DIGITS_SIZE, load_digits
 from repdyn.data.mnist import check_mnist_folder, load_mnist
 from repdyn.experiments.base import Analysis, Experiment, RunResult, RunSpec
 from repdyn.experiments.claims import ClaimSpec, Measured, at_least, at_most
-from repdyn.experiments.compression.common import AT_INIT, AT_INIT_HELP, as_untrained, generator, svm_error
+from repdyn.experiments.compression.common import (
+    AT_INIT,
+    AT_INIT_HELP,
+    GIB,
+    as_untrained,
+    generator,
+    svm_error,
+)
 from repdyn.experiments.config import ConfigError, check_data_folder, param
-from repdyn.nn.divergence import check_finite
+from repdyn.nn.divergence import Diverged, check_finite
 from repdyn.nn.mnas_cnn import MnasCNN
+from repdyn.probes.intrinsic_dimension import curve_fraction, two_nn
 from repdyn.probes.kernel_pca import kernel_pca
 from repdyn.probes.ntk import empirical_ntk_with_gram
 from repdyn.theory.compression import classification_error
@@ -53,6 +64,11 @@ class RealImagesConfig:
     lr: float = param(2e-3, gt=0, help="Adam learning rate, full batch (optimiser = adam only)")
     max_steps: int = param(20000, ge=0, help="training cap (trial steps); training stops earlier when every margin "
                                              "is ≥ 1 (0: the untrained control)")
+    sync_every: int = param(0, ge=0, help="momentum: trial steps between the host's looks at the stop and NaN flags "
+                                          "(0: 1 on the CPU, 64 on a GPU); the numbers do not depend on it")
+    memory_gb: float = param(16.0, gt=0, help="memory bound in GiB of one run's kernels: half for the NTK "
+                                              "Jacobians (formed whole when they fit, else in blocks: the same "
+                                              "numbers), half for the float64 Gram matrices (checked at the start)")
     n_modes: int = param(10, ge=2, help="kernel-PCA modes analysed")
     data_seed: int = param(3, ge=0, help="seed of the fixed train / kernel / test split")
     at_init: bool = param(False, analysis=True, help=AT_INIT_HELP)
@@ -61,15 +77,19 @@ class RealImagesConfig:
 def _parity_images(config: RealImagesConfig, device: str) -> tuple[torch.Tensor, torch.Tensor, int]:
     """Pool of (n, 1, s, s) images and parity labels (even +1, odd −1), preprocessed as spec 003 §2.13 after a
     bilinear resize to s = ``config.side``: the per-pixel mean over the pool is subtracted and each image
-    rescaled to Euclidean norm √(s²) = s."""
-    if config.data_dir:
-        parts = [load_mnist(config.data_dir, split) for split in ("train", "test")]
+    rescaled to Euclidean norm √(s²) = s. The pool is prepared once per process (runs only read it)."""
+    return _pool(config.data_dir, config.side, device)
+
+
+@functools.lru_cache(maxsize=1)
+def _pool(data_dir: str, side: int, device: str) -> tuple[torch.Tensor, torch.Tensor, int]:
+    if data_dir:
+        parts = [load_mnist(data_dir, split) for split in ("train", "test")]
         images, labels = np.concatenate([a for a, _ in parts]), np.concatenate([b for _, b in parts])
     else:
         images, labels = load_digits()
     native = int(round(math.sqrt(images.shape[1])))
     x = torch.as_tensor(images, dtype=torch.float32, device=device).reshape(-1, 1, native, native)
-    side = config.side
     if side != native:
         x = F.interpolate(x, size=(side, side), mode="bilinear", align_corners=False)
     x = x - x.mean(dim=0)
@@ -88,13 +108,58 @@ def _seeded_cnn(width: int, seed: int, device: str) -> MnasCNN:
     return model.to(device)
 
 
-def _cnn_weight_ntks(model: MnasCNN, x: torch.Tensor, x_test: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _cnn_weight_ntks(model: MnasCNN, x: torch.Tensor, x_test: torch.Tensor, memory_gb: float
+                     ) -> tuple[torch.Tensor, torch.Tensor]:
     """Empirical NTKs (float64) of the CNN with respect to every parameter but the scalar output bias: the Gram
     matrix of x and the kernel between x_test and x (x's Jacobian formed once). The full NTK adds that bias's exact
-    term ∂f/∂b · ∂f/∂b = 1; keeping it apart lets the report show both kernels."""
+    term ∂f/∂b · ∂f/∂b = 1; keeping it apart lets the report show both kernels. The Jacobians take at most half
+    of ``memory_gb`` (:class:`RealImagesConfig`)."""
     weights = [name for name, _ in model.named_parameters() if name != "bias"]
-    test, gram = empirical_ntk_with_gram(model, x_test, x, params=weights)
+    test, gram = empirical_ntk_with_gram(model, x_test, x, params=weights, max_jacobian_bytes=int(memory_gb * GIB / 2))
     return gram.double(), test.double()
+
+
+def gram_bytes(p: int, n_test: int) -> int:
+    """Bytes of the float64 Gram matrices one run holds at once: the (p, p) and (n_test, p) kernels, their
+    bias-shifted copies and the last layer's pair."""
+    return 3 * 8 * p * (p + n_test)
+
+
+LL_ROWS = 512
+"""Images per forward pass of :func:`last_layer_jacobian` (a forward pass without an autograd graph)."""
+
+
+def last_layer_jacobian(model: MnasCNN, x: torch.Tensor) -> torch.Tensor:
+    """∂f/∂readout (n, h) in float64: Φ/h, the last hidden layer's features (pooled post-activations) over the
+    1/h of the output layer. Its Gram matrix plus the output bias's 1 is the NTK of the last layer's parameters,
+    K_LL = Φ Φᵀ/h² + 1 (§5.2: "retraining the last layer of weights"; the analogue of the stripe's
+    ``hidden_layer_ntk(..., last_layer_only=True)``, S Sᵀ/h²; the authors' kernel of their classifier's weight and
+    bias)."""
+    readout = model.readout.detach()
+
+    def output(r: torch.Tensor, chunk: torch.Tensor) -> torch.Tensor:
+        return functional_call(model, {"readout": r}, (chunk,))
+
+    with torch.no_grad():  # only the transform's own gradient (with respect to r) is formed
+        return torch.cat([jacrev(output)(readout, x[i:i + LL_ROWS]) for i in range(0, x.shape[0], LL_ROWS)]).double()
+
+
+def centred_components(features: torch.Tensor, n: int = 2) -> np.ndarray:
+    """Scores (p, n) of the top ``n`` principal components of the centred features, each scaled to unit mean
+    square (Fig. 10's last column: "the last layer post-activation principal components")."""
+    centred = features - features.mean(dim=0)
+    u, _, _ = torch.linalg.svd(centred, full_matrices=False)
+    return (u[:, :n] * math.sqrt(features.shape[0])).cpu().numpy()
+
+
+def _pca_entries(prefix: str, gram: torch.Tensor, y: torch.Tensor, n_modes: int) -> dict:
+    """Kernel PCA of a Gram matrix (Figs. 9, 10): ω_r² and MI(φ_r; y) for r ≤ n_modes, the (φ₁, φ₂) plane and
+    its MI with the labels, stored under ``prefix``."""
+    pca = kernel_pca(gram, y)
+    phi, labels = pca.eigenfunctions[:, :n_modes].cpu().numpy(), y.cpu().numpy()
+    return {f"{prefix}_omega2": pca.fractions[:n_modes].cpu().numpy(),
+            f"{prefix}_mi": np.array([knn_label_mutual_information(phi[:, i], labels) for i in range(n_modes)]),
+            f"{prefix}_phi": phi[:, :2], f"{prefix}_mi_plane": knn_label_mutual_information(phi[:, :2], labels)}
 
 
 def softhinge(margins: torch.Tensor, alpha: float) -> torch.Tensor:
@@ -128,13 +193,23 @@ def _fit_cnn_adam(model: MnasCNN, x: torch.Tensor, y: torch.Tensor, alpha: float
 
 
 def _fit_cnn_momentum(model: MnasCNN, x: torch.Tensor, y: torch.Tensor, alpha: float, tau: float,
-                      max_dgrad: float, max_dout: float, max_steps: int) -> tuple[int, bool]:
+                      max_dgrad: float, max_dout: float, max_steps: int, sync_every: int | None = None
+                      ) -> tuple[int, bool]:
     """The authors' MNIST optimiser (spec 003 §2.4, §2.13): full-batch continuous momentum on the softhinge loss,
     v ← e^{−dt/τ} v − (1 − e^{−dt/τ}) g, θ ← θ + dt v (τ = 0: gradient flow), with the adaptive step of the
     stripe flow: a trial step is accepted when the gradient change ‖g − g'‖²/(‖g‖‖g'‖) < max_dgrad and the
     output change max|α(f' − f)| < max_dout (dt × 1.1 when both are under half their threshold), else undone with
     dt ÷ 10. Stops when every margin y α f̃ ≥ 1 or after ``max_steps`` trial steps (each one forward and one
-    backward pass). Returns the trial steps taken and whether it fitted."""
+    backward pass). Returns the trial steps taken and whether it fitted.
+
+    Device-resident, as ``nn.hidden_layer.train_gradient_flow``: dt, the accept test and the stop flag are tensors
+    updated by ``torch.where``; the host looks (to stop the loop, to check for NaN) only every ``sync_every`` steps
+    (default 1 on the CPU, 64 on a GPU). After the stop the trial steps change nothing and are not counted, so the
+    weights and the returned steps do not depend on ``sync_every``."""
+    if sync_every is None:
+        sync_every = 1 if x.device.type == "cpu" else 64
+    if sync_every < 1:
+        raise ValueError(f"sync_every={sync_every} must be >= 1")
     params = list(model.parameters())
     with torch.no_grad():
         f0 = model(x)
@@ -150,35 +225,44 @@ def _fit_cnn_momentum(model: MnasCNN, x: torch.Tensor, y: torch.Tensor, alpha: f
 
     theta = torch.nn.utils.parameters_to_vector(params).detach().clone()
     out, g = evaluate()
-    v, dt = torch.zeros_like(theta), 1.0
+    f64 = {"dtype": torch.float64, "device": x.device}
+    v, dt = torch.zeros_like(theta), torch.ones((), **f64)
+    running, finite = torch.ones((), dtype=torch.bool, device=x.device), torch.ones((), dtype=torch.bool,
+                                                                                     device=x.device)
+    steps = torch.zeros((), dtype=torch.int64, device=x.device)
     for step in range(max_steps):
-        if bool((y * alpha * (out - f0) >= 1).all()):
-            return step, True
-        decay = math.exp(-dt / tau) if tau > 0 else 0.0
+        running &= ~(y * alpha * (out - f0) >= 1).all()
+        if step % sync_every == 0:
+            if not bool(finite):
+                raise Diverged(step, "gradient")
+            if not bool(running):
+                break
+        steps += running
+        decay = torch.exp(-dt / tau) if tau > 0 else torch.zeros((), **f64)
         v_new = decay * v - (1.0 - decay) * g
         theta_new = theta + dt * v_new
         load(theta_new)
         out_new, g_new = evaluate()
-        check_finite(g_new.norm(), step, "gradient")
-        norms = float(g.norm() * g_new.norm())
-        dgrad = float((g - g_new).pow(2).sum()) / norms if norms > 0 else 0.0
-        dout = alpha * float((out_new - out).abs().max())
-        if dgrad < max_dgrad and dout < max_dout:
-            theta, v, out, g = theta_new, v_new, out_new, g_new
-            if dgrad < max_dgrad / 2 and dout < max_dout / 2:
-                dt *= 1.1
-        else:
-            load(theta)
-            dt /= 10
+        finite &= torch.isfinite(g_new.norm()) | ~running
+        norms = (g.norm() * g_new.norm()).double()
+        dgrad = torch.where(norms > 0, (g - g_new).pow(2).sum().double() / norms, 0.0)
+        dout = alpha * (out_new - out).abs().max().double()
+        accept = running & (dgrad < max_dgrad) & (dout < max_dout)
+        theta, v = torch.where(accept, theta_new, theta), torch.where(accept, v_new, v)
+        out, g = torch.where(accept, out_new, out), torch.where(accept, g_new, g)
+        grow = accept & (dgrad < max_dgrad / 2) & (dout < max_dout / 2)
+        dt = torch.where(grow, dt * 1.1, torch.where(running & ~accept, dt / 10, dt))
+    if not bool(finite):
+        raise Diverged(max_steps, "gradient")
     load(theta)
-    return max_steps, bool((y * alpha * (out - f0) >= 1).all())
+    return int(steps), bool((y * alpha * (out - f0) >= 1).all())
 
 
 class RealImages(Experiment):
     name = "compression.real_images"
     title = "Real images: CNN on digit parity, frozen initial vs final NTK"
     paper = "003"
-    source = "Fig. 8, Figs. 9c,d, Fig. 10, §5.2"
+    source = "Fig. 8, Figs. 9c,d, Fig. 10, footnote 6, §5.2"
     Config = RealImagesConfig
     scales = {
         "smoke": RealImagesConfig(ps=(48,), n_test=100, n_inits=3, width=2, alpha=1e-2, lr=1e-2, max_steps=30,
@@ -208,6 +292,28 @@ class RealImages(Experiment):
                   band_reason="our choice for 'greatly improved' (Fig. 9c) / 'well separated' (Fig. 10): 0.2 bit, a "
                               "fifth of the label entropy (1 bit), the band of the former MI(φ₁; y) claim; the "
                               "untrained control gives 0", control=AT_INIT, figure="kernel_pca"),
+        ClaimSpec("last_layer_mi_plane_rises", "Per initialisation, MI((φ₁, φ₂); y) of the plane of the top two "
+                  "eigenvectors of the last layer's kernel K_LL = ΦΦᵀ/h² + 1, final − initial network [bit]",
+                  "seed 003, Fig. 9c (green), §5.2", at_least(0.2),
+                  quote="However, at the end of learning, mutual information has greatly improved in both cases, a "
+                        "fact that holds true for the NTK and for the kernel obtained from the last layer of hidden "
+                        "neurons.",
+                  band_reason="the band of mi_plane_rises, for the same words ('greatly improved') about the other "
+                              "kernel; the untrained control gives 0", control=AT_INIT, figure="kernel_pca"),
+        ClaimSpec("last_layer_one_dimensional", "Per initialisation, the fraction of the variance of the last "
+                  "layer's second principal component that is a function of its first (leave-one-out 10-NN "
+                  "regression, probes.intrinsic_dimension.curve_fraction), trained network",
+                  "seed 003, Fig. 10 (right column), §5.2", at_least(0.5),
+                  quote="Strikingly, performing the same analysis for the kernel obtained from the last layer of "
+                        "hidden neurons shows that data organize into a smaller manifold, which is approximately "
+                        "one-dimensional (right column).",
+                  band_reason="our choice for 'approximately one-dimensional': a function of the first component "
+                              "carries more than half of the second's variance (the cloud's width across the curve "
+                              "below 1/√2 of its spread); a cloud whose second component is independent of the "
+                              "first gives −1/k = −0.1. Centred components (the caption's 'post-activation "
+                              "principal components'): the uncentred kernel's top eigenvector is the mean mode, "
+                              "whose fluctuations are a combination of the centred components, so its plane can "
+                              "look one-dimensional for any cloud", control=AT_INIT, figure="top_eigenvectors"),
     )
 
     def prepare(self, config: RealImagesConfig) -> str | None:
@@ -217,6 +323,11 @@ class RealImages(Experiment):
         check_data_folder("data_dir", config.data_dir, check_mnist_folder)
         if len(set(config.ps)) != len(config.ps):
             raise ConfigError(f"ps={config.ps!r} repeats a training-set size")
+        need = gram_bytes(max(config.ps), config.n_test)
+        if need > config.memory_gb * GIB / 2:
+            raise ConfigError(f"the Gram matrices at p={max(config.ps)}, n_test={config.n_test} need "
+                              f"{need / GIB:.2f} GiB, more than half of memory_gb={config.memory_gb:g}: raise "
+                              "memory_gb or lower n_test")
         if not config.data_dir and 2 * max(config.ps) + 50 > DIGITS_SIZE:
             return (f"p up to {max(config.ps)} needs {2 * max(config.ps) + 50} images (train, kernel and ≥ 50 test) "
                     f"and the bundled stand-in has {DIGITS_SIZE}: give data_dir, a folder with MNIST's IDX files")
@@ -247,7 +358,7 @@ class RealImages(Experiment):
         else:
             steps, fitted = _fit_cnn_momentum(model, x[train], y[train], config.alpha,
                                               config.tau_over_h * config.width, config.max_dgrad, config.max_dout,
-                                              config.max_steps)
+                                              config.max_steps, config.sync_every or None)
         with torch.no_grad():
             f_test = config.alpha * (model(x[test]) - net0(x[test]))
         out: dict = {"network": float(classification_error(f_test, y[test])), "steps": steps, "fitted": fitted,
@@ -255,18 +366,24 @@ class RealImages(Experiment):
         xk, yk, xt, yt = x[kernel_set], y[kernel_set], x[test], y[test]
         r = config.n_modes
         for label, net in (("init", net0), ("final", model)):
-            weight_gram, weight_gram_test = _cnn_weight_ntks(net, xk, xt)
+            weight_gram, weight_gram_test = _cnn_weight_ntks(net, xk, xt, config.memory_gb)
             for suffix, shift in (("", 1.0), ("_weights_only", 0.0)):
                 out[f"{label}{suffix}_error"] = float(svm_error((weight_gram + shift)[None], yk.double()[None],
                                                                 (weight_gram_test + shift)[None],
                                                                 yt.double()[None])[0])
-            pca = kernel_pca(weight_gram + 1.0, yk)
-            phi = pca.eigenfunctions[:, :r].cpu().numpy()
-            out[f"{label}_omega2"] = pca.fractions[:r].cpu().numpy()
-            out[f"{label}_mi"] = np.array([knn_label_mutual_information(phi[:, i], yk.cpu().numpy())
-                                           for i in range(r)])
-            out[f"{label}_phi"] = phi[:, :2]
-            out[f"{label}_mi_plane"] = knn_label_mutual_information(phi[:, :2], yk.cpu().numpy())
+            out.update(_pca_entries(label, weight_gram + 1.0, yk, r))
+            del weight_gram, weight_gram_test
+            jk = last_layer_jacobian(net, xk)  # the last layer's kernel (Figs. 8-10)
+            ll_gram = jk @ jk.T + 1.0
+            if len(config.ps) > 1:  # its test error is Fig. 8's learning curve, drawn when there are several p
+                jt = last_layer_jacobian(net, xt)
+                out[f"{label}_ll_error"] = float(svm_error(ll_gram[None], yk.double()[None],
+                                                           (jt @ jk.T + 1.0)[None], yt.double()[None])[0])
+            out.update(_pca_entries(f"{label}_ll", ll_gram, yk, r))
+            pcs = centred_components(jk)
+            out[f"{label}_ll_pcs"] = pcs
+            out[f"{label}_ll_curve"] = curve_fraction(pcs[:, 0], pcs[:, 1])
+            out[f"{label}_ll_dim"] = two_nn(torch.unique(jk, dim=0))  # duplicate images counted once
         out["kernel_labels"] = yk.cpu().numpy()
         return out
 
@@ -284,11 +401,16 @@ class RealImages(Experiment):
         def mean(key: str) -> np.ndarray:
             return np.mean([np.asarray(r[key], dtype=float) for r in runs], axis=0)
 
-        om, mi = {k: mean(f"{k}_omega2") for k in ("init", "final")}, {k: mean(f"{k}_mi") for k in ("init", "final")}
+        kernels = ("init", "final", "final_ll")
+        om, mi = {k: mean(f"{k}_omega2") for k in kernels}, {k: mean(f"{k}_mi") for k in kernels}
         per = {k: np.array([float(r[k]) for r in runs]) for k in ("init_error", "final_error")}
         om1 = {k: np.array([float(r[f"{k}_omega2"][0]) for r in runs]) for k in ("init", "final")}
         mi1 = {k: np.array([float(r[f"{k}_mi"][0]) for r in runs]) for k in ("init", "final")}
-        plane = {k: np.array([float(r[f"{k}_mi_plane"]) for r in runs]) for k in ("init", "final")}
+        plane = {k: np.array([float(r[f"{k}_mi_plane"]) for r in runs])
+                 for k in ("init", "final", "init_ll", "final_ll")}
+        curve = np.array([float(r["final_ll_curve"]) for r in runs])
+        ntk_curve = np.array([curve_fraction(r["final_phi"][:, 0], r["final_phi"][:, 1]) for r in runs])
+        d_eff = {k: np.array([float(r[f"{k}_ll_dim"]) for r in runs]) for k in ("init", "final")}
         measured = {
             "final_ntk_beats_init": Measured(per["final_error"] / per["init_error"],
                                              f"test error final NTK {np.round(per['final_error'], 4).tolist()}, "
@@ -301,28 +423,46 @@ class RealImages(Experiment):
                                        f"MI((φ₁, φ₂); y) init {np.round(plane['init'], 3).tolist()} bit; rank 1 "
                                        f"alone (Fig. 9c's r = 1), MI(φ₁; y) final − init "
                                        f"{np.round(mi1['final'] - mi1['init'], 3).tolist()} bit"),
+            "last_layer_mi_plane_rises": Measured(plane["final_ll"] - plane["init_ll"],
+                                                  f"MI((φ₁, φ₂); y) of K_LL init "
+                                                  f"{np.round(plane['init_ll'], 3).tolist()}, final "
+                                                  f"{np.round(plane['final_ll'], 3).tolist()} bit"),
+            "last_layer_one_dimensional": Measured(curve, f"the same fraction in the final NTK's (φ₁, φ₂) plane "
+                                                          f"(Fig. 10 centre, for comparison) "
+                                                          f"{np.round(ntk_curve, 3).tolist()}; TwoNN dimension of "
+                                                          f"the last layer's features (footnote 6) final "
+                                                          f"{np.round(d_eff['final'], 2).tolist()}, init "
+                                                          f"{np.round(d_eff['init'], 2).tolist()}"),
         }
         fig = Figure(figsize=(10, 4))
         a1, a2 = fig.subplots(1, 2)
         ranks = np.arange(1, config.n_modes + 1)
-        for k, c in (("init", "C0"), ("final", "C1")):
-            a1.semilogy(ranks, np.maximum(om[k], 1e-8), "o-", color=c, label=f"{k} NTK")
-            a2.plot(ranks, mi[k], "o-", color=c, label=f"{k} NTK")
+        for k, c, name in (("init", "C0", "init NTK"), ("final", "C1", "final NTK"),
+                           ("final_ll", "C2", "final last layer")):
+            a1.semilogy(ranks, np.maximum(om[k], 1e-8), "o-", color=c, label=name)
+            a2.plot(ranks, mi[k], "o-", color=c, label=name)
         a1.set(xlabel="rank r", ylabel="ω_r²", title="label projection")
         a2.set(xlabel="rank r", ylabel="MI(φ_r; y) [bit]", title="mutual information")
         a1.legend()
         fig2 = Figure(figsize=(5, 4))
         ax = fig2.subplots()
-        names = ("network", "init NTK", "final NTK", "init NTK\nno bias", "final NTK\nno bias")
-        ax.bar(names, [err["network"], err["init_error"], err["final_error"], err["init_weights_only_error"],
-                       err["final_weights_only_error"]], color=("C2", "C0", "C1", "C0", "C1"))
+        bars = (("network", "network", "C3"), ("init NTK", "init_error", "C0"), ("final NTK", "final_error", "C1"),
+                ("init NTK\nno bias", "init_weights_only_error", "C0"),
+                ("final NTK\nno bias", "final_weights_only_error", "C1"),
+                ("init\nlast layer", "init_ll_error", "C4"), ("final\nlast layer", "final_ll_error", "C2"))
+        bars = [b for b in bars if b[1] in err]
+        ax.bar([b[0] for b in bars], [err[b[1]] for b in bars], color=[b[2] for b in bars])
         ax.tick_params(axis="x", labelsize=7)
         ax.set(ylabel="test error (mean over inits)", title=f"parity, p = {p_claims}")
-        fig3 = Figure(figsize=(8, 4))
-        for axis, k in zip(fig3.subplots(1, 2), ("init", "final"), strict=True):
-            f, lab = runs[0][f"{k}_phi"], runs[0]["kernel_labels"]
+        fig3 = Figure(figsize=(12, 4))
+        panels = (("init_phi", "φ₁", "φ₂", "init NTK"), ("final_phi", "φ₁", "φ₂", "final NTK"),
+                  ("final_ll_pcs", "PC₁", "PC₂", f"final last layer (centred PCs): {curve[0]:.2f} of PC₂'s "
+                                                 "variance a function of PC₁"))
+        for axis, (key, xl, yl, title) in zip(fig3.subplots(1, 3), panels, strict=True):
+            f, lab = runs[0][key], runs[0]["kernel_labels"]
             axis.scatter(f[:, 0], f[:, 1], c=np.where(lab > 0, "C0", "C3"), s=4)
-            axis.set(xlabel="φ₁", ylabel="φ₂", title=f"{k} NTK")
+            axis.set(xlabel=xl, ylabel=yl)
+            axis.set_title(title, fontsize=8)
         fitted = sum(bool(r["fitted"]) for r in runs)
         optimiser = ("full-batch Adam on the hinge loss of α(f − f₀), instead of the paper's gradient descent with "
                      "momentum" if config.optimiser == "adam" else
@@ -340,12 +480,26 @@ class RealImages(Experiment):
                  "constant (weights-only NTK): init NTK no bias "
                  f"{err['init_weights_only_error']:.4f}, final NTK no bias {err['final_weights_only_error']:.4f}. "
                  "Both kernels are trained on an independent kernel set of p images (spec 003 P12) and their PCA is "
-                 "of that set's Gram matrix. Only orderings are claimed, not exponents (spec 003 §5).")
+                 "of that set's Gram matrix. Last layer: K_LL = ΦΦᵀ/h² + 1, the NTK of the output layer's weights "
+                 "and bias (retraining the last layer, §5.2); "
+                 + (f"test error final {err['final_ll_error']:.4f}, init {err['init_ll_error']:.4f}; "
+                    if "final_ll_error" in err else "its test errors are computed for Fig. 8 (several p) only; ")
+                 + "Fig. 10's last column and last_layer_one_dimensional use the "
+                 "centred principal components of Φ. Footnote 6: the TwoNN dimension (Facco et al. 2017, "
+                 "probes.intrinsic_dimension.two_nn) of the final last layer's features is "
+                 f"{np.median(d_eff['final']):.2f} (median over initialisations; init "
+                 f"{np.median(d_eff['init']):.2f}); the paper's ≈ 6 is for MNIST at width 10. Only orderings are "
+                 "claimed, not exponents (spec 003 §5).")
         metrics = [{"p": p, "network": e["network"], "init_ntk": e["init_error"], "final_ntk": e["final_error"],
                     "init_ntk_no_bias": e["init_weights_only_error"],
-                    "final_ntk_no_bias": e["final_weights_only_error"]} for p, e in errors.items()]
+                    "final_ntk_no_bias": e["final_weights_only_error"],
+                    **({"init_last_layer": e["init_ll_error"], "final_last_layer": e["final_ll_error"]}
+                       if "final_ll_error" in e else {})} for p, e in errors.items()]
         metrics[-1].update({"omega2_r1_init": float(om["init"][0]), "omega2_r1_final": float(om["final"][0]),
-                            "mi_r1_init": float(mi["init"][0]), "mi_r1_final": float(mi["final"][0])})
+                            "mi_r1_init": float(mi["init"][0]), "mi_r1_final": float(mi["final"][0]),
+                            "two_nn_final_last_layer": float(np.median(d_eff["final"])),
+                            "two_nn_init_last_layer": float(np.median(d_eff["init"])),
+                            "curve_fraction_final_ntk": float(np.median(ntk_curve))})
         figures = {"kernel_pca": fig, "test_errors": fig2, "top_eigenvectors": fig3}
         if len(config.ps) > 1:
             figures["learning_curves"] = _learning_curves(errors)
@@ -354,22 +508,26 @@ class RealImages(Experiment):
         return Analysis(measured, figures, metrics, notes)
 
 
-ERROR_KEYS = ("network", "init_error", "final_error", "init_weights_only_error", "final_weights_only_error")
+ERROR_KEYS = ("network", "init_error", "final_error", "init_weights_only_error", "final_weights_only_error",
+              "init_ll_error", "final_ll_error")
 
 
 def _mean_errors(runs: list[RunResult]) -> dict[str, float]:
-    """Test errors of the network and of the four frozen kernels, averaged over initialisations (Fig. 8: "All
-    the measures are done 5 times with different initialization seeds and averaged")."""
-    return {k: float(np.mean([float(r[k]) for r in runs])) for k in ERROR_KEYS}
+    """Test errors of the network and of the frozen kernels (the last layer's with several p only), averaged over
+    initialisations (Fig. 8: "All the measures are done 5 times with different initialization seeds and
+    averaged")."""
+    return {k: float(np.mean([float(r[k]) for r in runs])) for k in ERROR_KEYS if k in runs[0]}
 
 
 def _learning_curves(errors: Mapping[int, Mapping[str, float]]) -> Figure:
-    """Fig. 8: mean test error against p (log-log) of the network and of the frozen initial and final NTKs, with
-    (solid) and without (dashed) the output bias's constant term. A zero error is not drawn (log axis)."""
+    """Fig. 8: mean test error against p (log-log) of the network, of the frozen initial and final NTKs, with
+    (solid) and without (dashed) the output bias's constant term, and of the final last layer's kernel. A zero
+    error is not drawn (log axis)."""
     fig = Figure(figsize=(5, 4))
     ax = fig.subplots()
     ps = np.array(sorted(errors))
-    for key, style, label in (("network", "C2o-", "network"), ("init_error", "C0o-", "init NTK"),
+    for key, style, label in (("network", "C3o-", "network"), ("final_ll_error", "C2s-", "final last layer"),
+                              ("init_ll_error", "C4s-", "init last layer"), ("init_error", "C0o-", "init NTK"),
                               ("final_error", "C1o-", "final NTK"), ("init_weights_only_error", "C0--", None),
                               ("final_weights_only_error", "C1--", "no bias (dashed)")):
         ax.loglog(ps, [errors[p][key] for p in ps], style, ms=3, label=label)

@@ -1,0 +1,141 @@
+"""Seed 003's real-image experiment: the last layer's kernel, the momentum optimiser's device-side step control and
+the memory setting (session 33)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from repdyn.experiments.compression import EXPERIMENTS
+from repdyn.experiments.compression.real_images import (
+    _fit_cnn_momentum,
+    _seeded_cnn,
+    gram_bytes,
+    last_layer_jacobian,
+    softhinge,
+)
+from repdyn.experiments.config import ConfigError
+from repdyn.probes.ntk import empirical_ntk
+
+EXP = next(e for e in EXPERIMENTS if e.name == "compression.real_images")
+
+
+def _host_momentum(model, x, y, alpha, tau, max_dgrad, max_dout, max_steps):
+    """Reference: the step rule of ``_fit_cnn_momentum``'s docstring with every decision taken on the host in
+    Python floats (the loop as written before session 33)."""
+    params = list(model.parameters())
+    with torch.no_grad():
+        f0 = model(x)
+
+    def evaluate(flat):
+        with torch.no_grad():
+            torch.nn.utils.vector_to_parameters(flat, params)
+        out = model(x)
+        grads = torch.autograd.grad(softhinge(y * alpha * (out - f0), alpha), params)
+        return out.detach(), torch.cat([gr.reshape(-1) for gr in grads])
+
+    theta = torch.nn.utils.parameters_to_vector(params).detach().clone()
+    out, g = evaluate(theta)
+    v, dt = torch.zeros_like(theta), 1.0
+    steps = 0
+    while steps < max_steps and not bool((y * alpha * (out - f0) >= 1).all()):
+        steps += 1
+        decay = math.exp(-dt / tau) if tau > 0 else 0.0
+        v_new = decay * v - (1.0 - decay) * g
+        theta_new = theta + dt * v_new
+        out_new, g_new = evaluate(theta_new)
+        dgrad = float((g - g_new).pow(2).sum()) / float(g.norm() * g_new.norm())
+        dout = alpha * float((out_new - out).abs().max())
+        if dgrad < max_dgrad and dout < max_dout:
+            theta, v, out, g = theta_new, v_new, out_new, g_new
+            dt *= 1.1 if dgrad < max_dgrad / 2 and dout < max_dout / 2 else 1.0
+        else:
+            dt /= 10
+    return steps, theta
+
+
+@pytest.mark.parametrize("alpha", [10.0, 1e-2])
+def test_momentum_step_control_on_the_device_changes_no_number(alpha) -> None:
+    """sync_every = 1, 7 and 64 give the same step count and bitwise the same weights as the host-side reference; at
+    α = 10 the network fits (margins ≥ 1) within the cap, so the stop between two syncs is exercised."""
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(8, 1, 28, 28, generator=gen)
+    y = torch.where(torch.arange(8) % 2 == 0, 1.0, -1.0)
+    ref_steps, ref_theta = _host_momentum(_seeded_cnn(1, 4, "cpu"), x, y, alpha, 1.0, 1e-3, 0.1, 160)
+    assert (ref_steps < 160) == (alpha == 10.0)
+    for sync in (1, 7, 64):
+        model = _seeded_cnn(1, 4, "cpu")
+        steps, fitted = _fit_cnn_momentum(model, x, y, alpha, 1.0, 1e-3, 0.1, 160, sync_every=sync)
+        assert (steps, fitted) == (ref_steps, ref_steps < 160)
+        assert torch.equal(torch.nn.utils.parameters_to_vector(model.parameters()).detach(), ref_theta)
+    with pytest.raises(ValueError, match="sync_every"):
+        _fit_cnn_momentum(_seeded_cnn(1, 4, "cpu"), x, y, alpha, 1.0, 1e-3, 0.1, 5, sync_every=0)
+
+
+def test_last_layer_kernel_is_the_ntk_of_the_output_layer() -> None:
+    """J Jᵀ + 1 with J = ∂f/∂readout equals the empirical NTK of the readout and the output bias (the probe's
+    Jacobian route), and J is the pooled features over h (read with a forward hook on the head)."""
+    model = _seeded_cnn(2, 5, "cpu")
+    x = torch.randn(12, 1, 28, 28, generator=torch.Generator().manual_seed(1))
+    jac = last_layer_jacobian(model, x)
+    torch.testing.assert_close(jac @ jac.T + 1.0, empirical_ntk(model, x, params=["readout", "bias"]).double(),
+                               rtol=1e-5, atol=1e-7)
+    seen = {}
+    model.head.register_forward_hook(lambda m, i, o: seen.setdefault("z", o))
+    with torch.no_grad():
+        model(x)
+    from repdyn.nn.mnas_cnn import swish
+    features = swish(seen["z"].clone()).mean(dim=(-1, -2))
+    torch.testing.assert_close(jac, (features / features.shape[1]).double(), rtol=1e-5, atol=1e-7)
+
+
+def test_memory_setting_changes_no_number_and_guards_the_gram_matrices() -> None:
+    """memory_gb = 10⁻⁵ GiB puts the NTK probe on its block path (Jacobians of 5 KiB at most); every stored number
+    equals the default's. prepare refuses a setting whose Gram matrices do not fit half of it."""
+    cfg = EXP.config("smoke")
+    run = EXP.runs(cfg)[0]
+    whole = EXP.execute(cfg, run, 3, "cpu")
+    tiny = EXP.execute(dataclasses.replace(cfg, memory_gb=1e-5), run, 3, "cpu")
+    assert whole.keys() == tiny.keys()
+    for key in whole:
+        np.testing.assert_allclose(np.asarray(tiny[key], dtype=float), np.asarray(whole[key], dtype=float),
+                                   rtol=1e-6, atol=1e-9, err_msg=key)
+    assert EXP.prepare(cfg) is None
+    need = gram_bytes(max(cfg.ps), cfg.n_test)
+    with pytest.raises(ConfigError, match="memory_gb"):
+        EXP.prepare(dataclasses.replace(cfg, memory_gb=need / 2**30))
+
+
+def test_last_layer_claims_read_the_untrained_network_under_the_control() -> None:
+    """at_init: the MI gain is 0 and the one-dimensionality values are the untrained network's last layer's."""
+    cfg = EXP.config("smoke")
+    results = {run.label: EXP.execute(cfg, run, 3, "cpu") for run in EXP.runs(cfg)}
+    control = EXP.analyse(dataclasses.replace(cfg, at_init=True), results).measured
+    np.testing.assert_array_equal(control["last_layer_mi_plane_rises"].values, 0.0)
+    np.testing.assert_array_equal(control["last_layer_one_dimensional"].values,
+                                  [results[r.label]["init_ll_curve"] for r in EXP.runs(cfg)])
+    trained = EXP.analyse(cfg, results).measured
+    np.testing.assert_array_equal(trained["last_layer_one_dimensional"].values,
+                                  [results[r.label]["final_ll_curve"] for r in EXP.runs(cfg)])
+
+
+def test_last_layer_errors_are_fig8s_and_computed_with_several_p_only() -> None:
+    """One p (quick): the last layer's kernel is analysed (PCA, components, TwoNN) but its test error, a point of
+    Fig. 8's curve, is not computed; with several p it is, for both networks, and Fig. 8 draws it."""
+    cfg = dataclasses.replace(EXP.config("smoke"), n_inits=1)
+    single = EXP.execute(cfg, EXP.runs(cfg)[0], 3, "cpu")
+    assert "final_ll_error" not in single and "final_ll_dim" in single and "init_ll_pcs" in single
+    several = dataclasses.replace(cfg, ps=(48, 64))
+    results = {r.label: EXP.execute(several, r, 3, "cpu") for r in EXP.runs(several)}
+    for run in results.values():
+        assert 0 <= run["init_ll_error"] <= 1 and 0 <= run["final_ll_error"] <= 1
+    analysis = EXP.analyse(several, results)
+    labels = [line.get_label() for line in analysis.figures["learning_curves"].axes[0].lines]
+    assert "final last layer" in labels and "init last layer" in labels
+    assert [row["final_last_layer"] for row in analysis.metrics] == [results[f"p={p},init=0"]["final_ll_error"]
+                                                                     for p in (48, 64)]
+    assert "final_last_layer" not in EXP.analyse(cfg, {EXP.runs(cfg)[0].label: single}).metrics[0]
