@@ -24,6 +24,7 @@ from repdyn.experiments.compression.common import (
     trial_ntk,
 )
 from repdyn.experiments.config import param
+from repdyn.probes.intrinsic_dimension import curve_fraction
 from repdyn.probes.kernel_pca import kernel_pca
 from repdyn.theory.mutual_information import knn_label_mutual_information
 
@@ -87,13 +88,11 @@ def rank_trend(values: np.ndarray) -> np.ndarray:
 
 def variance_explained_by(phi: np.ndarray, x: np.ndarray, k: int = 10) -> float:
     """R² of the points phi (p, m) explained by the scalar x (p,): 1 − Σ‖φ − φ̂‖²/Σ‖φ − φ̄‖², φ̂ the leave-one-out
-    mean of φ over the k nearest neighbours in x. Near 1 when phi lies on a curve parameterised by x (Fig. 10
-    right: "approximately one-dimensional", the activity depending on x₁ alone)."""
-    dist = np.abs(x[:, None] - x[None, :])
-    np.fill_diagonal(dist, np.inf)
-    nearest = np.argpartition(dist, k, axis=1)[:, :k]
-    residual = ((phi - phi[nearest].mean(1)) ** 2).sum()
-    return float(1.0 - residual / ((phi - phi.mean(0)) ** 2).sum())
+    mean of φ over the k nearest neighbours in x, i.e. the columns' :func:`curve_fraction` weighted by their spread.
+    Near 1 when phi lies on a curve parameterised by x (Fig. 10 right: "approximately one-dimensional", the activity
+    depending on x₁ alone)."""
+    spread = ((phi - phi.mean(0)) ** 2).sum(0)
+    return float(sum(s * curve_fraction(x, phi[:, j], k) for j, s in enumerate(spread)) / spread.sum())
 
 
 def as_trained(run: Mapping) -> dict:
