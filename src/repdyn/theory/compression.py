@@ -350,15 +350,30 @@ def hidden_layer_ntk(w: torch.Tensor, b: torch.Tensor, beta: torch.Tensor, x1: t
     ``last_layer_only`` only the β-gradients: K_LL = S Sᵀ/h² (§5.2). Shapes: w (..., h, d), b, beta
     (..., h), x1 (..., n1, d), x2 (..., n2, d) → (..., n1, n2).
     """
-    h, d = w.shape[-2], w.shape[-1]
-    u1, u2 = _preactivations(w, b, x1), _preactivations(w, b, x2)
-    s1, s2 = math.sqrt(2) * u1.clamp_min(0), math.sqrt(2) * u2.clamp_min(0)
+    return ntk_from_features(ntk_features(w, b, beta, x1, last_layer_only), ntk_features(w, b, beta, x2,
+                                                                                          last_layer_only))
+
+
+def ntk_features(w: torch.Tensor, b: torch.Tensor, beta: torch.Tensor, x: torch.Tensor,
+                 last_layer_only: bool = False) -> tuple[torch.Tensor, ...]:
+    """The factors of :func:`hidden_layer_ntk` at the points x: (S, G, X), or (S,) for the last layer; S and G
+    are (..., n, h)."""
+    u = _preactivations(w, b, x)
+    s = math.sqrt(2) * u.clamp_min(0)
+    if last_layer_only:
+        return (s,)
+    return s, math.sqrt(2) * (u > 0).to(w.dtype) * beta.unsqueeze(-2), x
+
+
+def ntk_from_features(f1: tuple[torch.Tensor, ...], f2: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    """:func:`hidden_layer_ntk` from the factors of :func:`ntk_features` at x1 and x2 (a chunk of rows of x1
+    needs only its own factors)."""
+    s1, s2 = f1[0], f2[0]
     k = s1 @ s2.transpose(-1, -2)
-    if not last_layer_only:
-        g1 = math.sqrt(2) * (u1 > 0).to(w.dtype) * beta.unsqueeze(-2)
-        g2 = math.sqrt(2) * (u2 > 0).to(w.dtype) * beta.unsqueeze(-2)
-        k = k + (g1 @ g2.transpose(-1, -2)) * (x1 @ x2.transpose(-1, -2) / d + 1)
-    return k / h**2
+    if len(f1) > 1:
+        (_, g1, x1), (_, g2, x2) = f1, f2
+        k = k + (g1 @ g2.transpose(-1, -2)) * (x1 @ x2.transpose(-1, -2) / x1.shape[-1] + 1)
+    return k / s1.shape[-1] ** 2
 
 
 def infinite_width_ntk(x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:

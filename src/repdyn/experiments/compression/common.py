@@ -25,7 +25,13 @@ from repdyn.nn.hidden_layer import (
     init_hidden_layer,
     train_gradient_flow,
 )
-from repdyn.theory.compression import amplification, classification_error, hidden_layer_ntk, infinite_width_ntk
+from repdyn.theory.compression import (
+    amplification,
+    classification_error,
+    infinite_width_ntk,
+    ntk_features,
+    ntk_from_features,
+)
 
 UNTRAINED = Control("the untrained network (max_steps = 0)", {"max_steps": 0})
 """Negative control of every claim about what training does: the same protocol with the network left at init."""
@@ -211,14 +217,26 @@ def trained_ntk_svm_error(net: HiddenLayerNet, xk: torch.Tensor, yk: torch.Tenso
     """Hard-margin learner on the frozen NTK of ``net`` (trial s: kernel set xk[s], test set xt[s]), rows chunked to
     ``memory_gb`` (three (rows, h) and three (rows, p) float64 temporaries besides the kernel set's own), at most
     :data:`SMALL_CHUNK_GB`."""
-    h, p = net.w.shape[1], xk.shape[1]
-    rows = row_chunk(min(max(memory_gb - 3 * 8 * p * h / GIB, memory_gb / 4), SMALL_CHUNK_GB), 8 * 3 * (h + p))
+    rows = ntk_rows(net.w.shape[1], xk.shape[1], memory_gb)
+    return kernel_svm_error(lambda s: (trial_ntk(net, s, xk[s], xk[s], rows), trial_ntk(net, s, xt[s], xk[s], rows)),
+                            yk, yt)
 
-    def grams(s: int):
-        def kernel(a, b):
-            return hidden_layer_ntk(net.w[s], net.b[s], net.beta[s], a, b)
-        return by_rows(kernel, xk[s], xk[s], rows), by_rows(kernel, xt[s], xk[s], rows)
-    return kernel_svm_error(grams, yk, yt)
+
+def ntk_rows(h: int, p: int, memory_gb: float) -> int:
+    """Rows of a chunked :func:`trial_ntk` against p columns: three (rows, h) and three (rows, p) float64
+    temporaries besides the columns' own three (p, h), at most :data:`SMALL_CHUNK_GB` a chunk."""
+    return row_chunk(min(max(memory_gb - 3 * 8 * p * h / GIB, memory_gb / 4), SMALL_CHUNK_GB), 8 * 3 * (h + p))
+
+
+def trial_ntk(net: HiddenLayerNet, s: int, x1: torch.Tensor, x2: torch.Tensor, rows: int,
+              last_layer_only: bool = False) -> torch.Tensor:
+    """The NTK (or the last-layer kernel) of trial s of ``net`` between x1 (n1, d) and x2 (n2, d), built ``rows``
+    rows of x1 at a time against x2's factors computed once (the same entries as one call, to the rounding of the
+    matrix products)."""
+    def features(x):
+        return ntk_features(net.w[s], net.b[s], net.beta[s], x, last_layer_only)
+    columns = features(x2)
+    return by_rows(lambda a, _: ntk_from_features(features(a), columns), x1, None, rows)
 
 
 def network_output(net: HiddenLayerNet, x: torch.Tensor, memory_gb: float) -> torch.Tensor:

@@ -1,4 +1,5 @@
-"""Kernel PCA of the initial and final NTK on the stripe: label projections and mutual information (Figs. 9, 10)."""
+"""Kernel PCA of the initial and final NTK and of the last-layer kernel on the stripe: label projections, mutual
+information by rank, the (φ₁, φ₂) plane (Figs. 9, 10)."""
 
 from __future__ import annotations
 
@@ -10,14 +11,32 @@ from matplotlib.figure import Figure
 
 from repdyn.data.manifolds import sample_manifold
 from repdyn.experiments.base import Analysis, Experiment, RunResult, RunSpec
-from repdyn.experiments.claims import ClaimSpec, Disagreement, Measured, at_least
-from repdyn.experiments.compression.common import AT_INIT, AT_INIT_HELP, as_untrained, generator, train
+from repdyn.experiments.claims import ClaimSpec, Control, Disagreement, InRange, Measured, at_least
+from repdyn.experiments.compression.common import (
+    AT_INIT,
+    AT_INIT_HELP,
+    MEMORY_HELP,
+    as_untrained,
+    draw,
+    generator,
+    ntk_rows,
+    train,
+    trial_ntk,
+)
 from repdyn.experiments.config import param
+from repdyn.probes.intrinsic_dimension import curve_fraction
 from repdyn.probes.kernel_pca import kernel_pca
-from repdyn.theory.compression import hidden_layer_ntk
 from repdyn.theory.mutual_information import knn_label_mutual_information
 
-KERNELS = ("init", "final", "last_layer")
+KERNELS = ("init", "final", "init_last_layer", "final_last_layer")
+"""The kernels analysed: the NTK and the last-layer kernel K = S Sᵀ/h² (§5.2), of the network at init and trained."""
+DRAWN = ("init", "final", "final_last_layer")
+"""Fig. 9's and Fig. 10's three kernels (blue, orange, green; left, centre, right)."""
+
+FINAL_AS_INIT = Control("the trained network (the same runs analysed with the final kernels read as the initial "
+                        "ones)", {"final_as_init": True})
+"""Negative control of the claims about initialisation: the trained network's kernels, whose projection and
+information concentrate on the top modes, in place of the initial ones."""
 
 MODE_TWO = Disagreement(
     settings="the paper's stripe d = 10, p = 1000, α = 10⁻⁶ with h = 10⁴ (CPU pilot: 2 realisations, 1500 steps, "
@@ -41,7 +60,12 @@ class NtkPcaConfig:
     max_dgrad: float = param(1e-4, gt=0, help="integrator gradient-change threshold (see common.py)")
     max_steps: int = param(1_000_000, ge=0, help="iteration cap (0: the untrained control)")
     n_modes: int = param(10, ge=2, help="eigenvectors analysed")
+    n_init_seeds: int = param(15, ge=0, help="further realisations of data + init whose initial NTK alone is "
+                              "analysed (no training), for the claims about initialisation")
+    memory_gb: float = param(16.0, gt=0, help=MEMORY_HELP)
     at_init: bool = param(False, analysis=True, help=AT_INIT_HELP)
+    final_as_init: bool = param(False, analysis=True, help="analysis only: read the trained network's kernels in "
+                                "place of the initial ones (the negative control of the claims about init)")
 
 
 def knn_accuracy(phi: np.ndarray, labels: np.ndarray, k: int = 5) -> float:
@@ -54,6 +78,30 @@ def knn_accuracy(phi: np.ndarray, labels: np.ndarray, k: int = 5) -> float:
     return float((vote == np.sign(labels)).mean())
 
 
+def rank_trend(values: np.ndarray) -> np.ndarray:
+    """(..., n) values at ranks 1…n → the least-squares line's change from rank 1 to rank n (n − 1 times its
+    slope): a trend with rank (Fig. 9)."""
+    n = values.shape[-1]
+    ranks = np.arange(n) - (n - 1) / 2
+    return (n - 1) * (values - values.mean(-1, keepdims=True)) @ ranks / (ranks**2).sum()
+
+
+def variance_explained_by(phi: np.ndarray, x: np.ndarray, k: int = 10) -> float:
+    """R² of the points phi (p, m) explained by the scalar x (p,): 1 − Σ‖φ − φ̂‖²/Σ‖φ − φ̄‖², φ̂ the leave-one-out
+    mean of φ over the k nearest neighbours in x, i.e. the columns' :func:`curve_fraction` weighted by their spread.
+    Near 1 when phi lies on a curve parameterised by x (Fig. 10 right: "approximately one-dimensional", the activity
+    depending on x₁ alone)."""
+    spread = ((phi - phi.mean(0)) ** 2).sum(0)
+    return float(sum(s * curve_fraction(x, phi[:, j], k) for j, s in enumerate(spread)) / spread.sum())
+
+
+def as_trained(run: Mapping) -> dict:
+    """A stored run as the ``final_as_init`` control reads it: every ``final…`` entry also under the matching
+    ``init…`` key; the init-only realisations (``extra_init…``), which have no trained counterpart, are left out."""
+    return {**run, **{key.replace("final", "init", 1): value for key, value in run.items() if key.startswith("final")},
+            **{key: value[:0] for key, value in run.items() if key.startswith("extra_init")}}
+
+
 class NtkPca(Experiment):
     name = "compression.ntk_pca"
     title = "Kernel PCA of the NTK: top eigenvectors become informative after training"
@@ -61,8 +109,9 @@ class NtkPca(Experiment):
     source = "Figs. 9 and 10 (stripe), §5.1"
     Config = NtkPcaConfig
     scales = {
-        "smoke": NtkPcaConfig(p=64, d=5, n_seeds=3, width=20, alpha=1e-2, max_dgrad=1e-2, max_steps=200),
-        "quick": NtkPcaConfig(n_seeds=6, width=100, max_dgrad=1e-2, max_steps=4000),
+        "smoke": NtkPcaConfig(p=64, d=5, n_seeds=3, n_init_seeds=2, width=20, alpha=1e-2, max_dgrad=1e-2,
+                              max_steps=200),
+        "quick": NtkPcaConfig(n_seeds=6, n_init_seeds=18, width=100, max_dgrad=1e-2, max_steps=4000),
         "paper": NtkPcaConfig(),
     }
     claims = (
@@ -85,6 +134,37 @@ class NtkPca(Experiment):
                   band_reason="our choice for 'well separated clouds': 90 % of points in their class's cloud (the "
                               "init NTK, 'like Gaussian noise', gives about 50-60 %)",
                   control=AT_INIT, figure="top_eigenvectors"),
+        ClaimSpec("mi_init_flat", "Per realisation, the trend of MI(φ_r; y) of the initial NTK over r = 1…10: 9 × "
+                  "the least-squares slope against r [bit]", "seed 003, Fig. 9a, §5.1", InRange(-0.1, 0.1),
+                  quote="This mutual information is small and essentially independent of r in the range studied for "
+                        "the NTK at initialization",
+                  band_reason="our choice for 'essentially independent of r': a change over the ten ranks below a "
+                              "third of mi1_gain's 'greatly improved' (0.3 bit) and below 10 % of the label entropy",
+                  control=FINAL_AS_INIT, figure="kernel_pca"),
+        ClaimSpec("omega_init_no_trend", "Per realisation, the trend of ω_r²/Σ_{r′ ≤ 10} ω_r′² of the initial NTK over "
+                  "r = 1…10: 9 × the least-squares slope against r", "seed 003, Fig. 9b, §5.1", InRange(-0.2, 0.2),
+                  quote="At initialization, that projection does not show a significant trend with rank within the "
+                        "first 10 eigenvectors",
+                  band_reason="without a trend each mode carries about 1/10 of the ten; a fitted change of less than "
+                              "two modes' worth (0.2) across the ten ranks is within the noise of ten independent "
+                              "χ²₁ shares (standard deviation of this statistic about 0.14)",
+                  control=FINAL_AS_INIT, figure="kernel_pca"),
+        ClaimSpec("mi1_gain_last_layer", "Per realisation, MI(φ₁; y) of the trained network's last-layer kernel "
+                  "− MI(φ₁; y) of the initial NTK [bit]", "seed 003, Fig. 9a, §5.1", at_least(0.3),
+                  quote="However, at the end of learning, mutual information has greatly improved in both cases, a "
+                        "fact that holds true for the NTK and for the kernel obtained from the last layer of hidden "
+                        "neurons",
+                  band_reason="the same 'greatly' as mi1_gain: 0.3 bit", control=AT_INIT, figure="kernel_pca"),
+        ClaimSpec("last_layer_one_dimensional", "Per realisation, R² of the last-layer kernel's (φ₁, φ₂) explained by "
+                  "x₁ (leave-one-out mean over the 10 nearest neighbours in x₁)", "seed 003, Fig. 10 right, §5.1",
+                  at_least(0.9),
+                  quote="performing the same analysis for the kernel obtained from the last layer of hidden neurons "
+                        "shows that data organize into a smaller manifold, which is approximately one-dimensional "
+                        "(right column). It is expected in the stripe model, since for … the hidden neurons "
+                        "activity can only depend on a single variable x_1",
+                  band_reason="our choice for 'approximately one-dimensional': at most 10 % of the cloud's variance "
+                              "off the curve φ(x₁) of the single variable the paper names",
+                  control=AT_INIT, figure="top_eigenvectors"),
     )
 
     def runs(self, config: NtkPcaConfig) -> list[RunSpec]:
@@ -93,60 +173,90 @@ class NtkPca(Experiment):
     def execute(self, config: NtkPcaConfig, run: RunSpec, seed: int, device: str) -> RunResult:
         gen = generator(seed)
         _, _, net0, res = train("stripe", config.d, config.p, config.n_seeds, config.width, config.alpha,
-                                config.max_dgrad, 1.0, config.max_steps, gen, device, history=False)
+                                config.max_dgrad, 1.0, config.max_steps, gen, device, config.memory_gb, history=False)
         xk, yk = sample_manifold("stripe", config.p, config.d, gen, batch=(config.n_seeds,), device=device)
-        out: dict = {"stopped": res.stopped.cpu().numpy()}
-        r = config.n_modes
-        net = res.net
-        grams = {"init": hidden_layer_ntk(net0.w, net0.b, net0.beta, xk, xk),
-                 "final": hidden_layer_ntk(net.w, net.b, net.beta, xk, xk),
-                 "last_layer": hidden_layer_ntk(net.w, net.b, net.beta, xk, xk, last_layer_only=True)}
-        for name, gram in grams.items():
+        out: dict = {"stopped": res.stopped.cpu().numpy(), "labels": yk.cpu().numpy(), "x1": xk[..., 0].cpu().numpy()}
+        rows = ntk_rows(config.width, config.p, config.memory_gb)
+
+        def by_rank(name: str, net, x, y, last_layer_only: bool = False) -> None:
             omega, mi, phi = [], [], []
-            for s in range(config.n_seeds):
-                pca = kernel_pca(gram[s], yk[s])
-                f = pca.eigenfunctions[:, :r].cpu().numpy()
-                omega.append(pca.fractions[:r].cpu().numpy())
-                mi.append([knn_label_mutual_information(f[:, i], yk[s].cpu().numpy()) for i in range(r)])
+            for s in range(x.shape[0]):  # one trial's Gram matrix at a time, rows chunked to memory_gb
+                pca = kernel_pca(trial_ntk(net, s, x[s], x[s], rows, last_layer_only), y[s])
+                f = pca.eigenfunctions[:, :config.n_modes].cpu().numpy()
+                omega.append(pca.fractions[:config.n_modes].cpu().numpy())
+                mi.append([knn_label_mutual_information(f[:, i], y[s].cpu().numpy()) for i in range(config.n_modes)])
                 phi.append(f[:, :2])
-            out[f"{name}_omega2"], out[f"{name}_mi"], out[f"{name}_phi"] = map(np.array, (omega, mi, phi))
-        out["labels"] = yk.cpu().numpy()
+            out[f"{name}_omega2"], out[f"{name}_mi"] = np.array(omega), np.array(mi)
+            if name != "extra_init":
+                out[f"{name}_phi"] = np.array(phi)
+
+        for name, net in (("init", net0), ("final", res.net)):
+            by_rank(name, net, xk, yk)
+            by_rank(f"{name}_last_layer", net, xk, yk, last_layer_only=True)
+        if config.n_init_seeds:
+            xe, ye, nete = draw("stripe", config.d, config.p, config.n_init_seeds, config.width, gen, device)
+            by_rank("extra_init", nete, xe, ye)
+        else:
+            out["extra_init_omega2"] = out["extra_init_mi"] = np.empty((0, config.n_modes))
         return out
 
     def analyse(self, config: NtkPcaConfig, results: Mapping[str, RunResult]) -> Analysis:
         res = results[f"p={config.p}"]
-        if config.at_init:  # the negative control: the untrained network's NTK in place of the trained one
+        if config.at_init:  # the negative control: the untrained network's kernels in place of the trained ones
             res = as_untrained(res)
+        if config.final_as_init:  # the control of the claims about init: the trained network's kernels read as init
+            res = as_trained(res)
         om = {k: res[f"{k}_omega2"] for k in KERNELS}
         mi = {k: res[f"{k}_mi"] for k in KERNELS}
         acc = {k: np.array([knn_accuracy(f, lab) for f, lab in zip(res[f"{k}_phi"], res["labels"], strict=True)])
                for k in ("init", "final")}
+        r2 = {k: np.array([variance_explained_by(f, x1) for f, x1 in zip(res[f"{k}_phi"], res["x1"], strict=True)])
+              for k in KERNELS}
+        share = {k: om[k] / om[k].sum(1, keepdims=True) for k in KERNELS}
+        mi_at_init = np.concatenate([mi["init"], res["extra_init_mi"]])  # every realisation's initial NTK
+        share_at_init = np.concatenate([share["init"], res["extra_init_omega2"] / res["extra_init_omega2"].sum(1,
+                                                                                                        keepdims=True)])
         measured = {
-            "omega1_top": Measured(om["final"][:, 0] / om["final"].sum(1),
+            "omega1_top": Measured(share["final"][:, 0],
                                    f"ω₁² final {np.round(om['final'][:, 0], 4).tolist()}; share at init "
-                                   f"{np.round(om['init'][:, 0] / om['init'].sum(1), 3).tolist()}; mode 2's share "
-                                   f"final {np.round(om['final'][:, 1] / om['final'].sum(1), 3).tolist()}"),
+                                   f"{np.round(share['init'][:, 0], 3).tolist()}; mode 2's share "
+                                   f"final {np.round(share['final'][:, 1], 3).tolist()}"),
             "mi1_gain": Measured(mi["final"][:, 0] - mi["init"][:, 0],
                                  f"MI₁ init {np.round(mi['init'][:, 0], 3).tolist()} bit, final "
                                  f"{np.round(mi['final'][:, 0], 3).tolist()} bit"),
             "top_mode_separates": Measured(acc["final"], f"init NTK {np.round(acc['init'], 3).tolist()}"),
+            "mi_init_flat": Measured(rank_trend(mi_at_init),
+                                     f"{len(mi_at_init)} realisations ({config.n_init_seeds} not trained); median "
+                                     f"MI(φ_r; y) at init {np.median(mi_at_init):.3f} bit; trend of the final NTK "
+                                     f"{np.round(rank_trend(mi['final']), 3).tolist()}"),
+            "omega_init_no_trend": Measured(rank_trend(share_at_init), f"{len(share_at_init)} realisations; trend of "
+                                            f"the final NTK {np.round(rank_trend(share['final']), 3).tolist()}"),
+            "mi1_gain_last_layer": Measured(mi["final_last_layer"][:, 0] - mi["init"][:, 0],
+                                            f"MI₁ last layer {np.round(mi['final_last_layer'][:, 0], 3).tolist()} "
+                                            "bit"),
+            "last_layer_one_dimensional": Measured(r2["final_last_layer"],
+                                                   "R² on x₁ of the final NTK's (φ₁, φ₂) (Fig. 10's central "
+                                                   f"column, not claimed) {np.round(r2['final'], 3).tolist()}; "
+                                                   f"initial NTK {np.round(r2['init'], 3).tolist()}"),
         }
         fig = Figure(figsize=(10, 4))
         a1, a2 = fig.subplots(1, 2)
         ranks = np.arange(1, config.n_modes + 1)
-        for k, c in zip(KERNELS, ("C0", "C1", "C2"), strict=True):
+        for k, c in zip(DRAWN, ("C0", "C1", "C2"), strict=True):
             a1.plot(ranks, mi[k].mean(0), "o-", color=c, label=k)
             a2.semilogy(ranks, np.maximum(om[k].mean(0), 1e-8), "o-", color=c, label=k)
         a1.set(xlabel="rank r", ylabel="MI(φ_r; y) [bit]", title="mutual information (mean over seeds)")
         a2.set(xlabel="rank r", ylabel="ω_r²", title="label projection (mean over seeds)")
         a1.legend()
         fig2 = Figure(figsize=(10, 4))
-        for ax, k in zip(fig2.subplots(1, 3), KERNELS, strict=True):
+        for ax, k in zip(fig2.subplots(1, 3), DRAWN, strict=True):
             f, lab = res[f"{k}_phi"][0], res["labels"][0]
             ax.scatter(f[:, 0], f[:, 1], c=np.where(lab > 0, "C0", "C3"), s=4)
-            ax.set(xlabel="φ₁", ylabel="φ₂", title=k)
-        metrics = [{"kernel": k, "omega2_r1": float(np.median(om[k][:, 0])), "mi_r1": float(np.median(mi[k][:, 0]))}
-                   for k in KERNELS]
+            ax.set(xlabel="φ₁", ylabel="φ₂", title=f"{k} (R² on x₁ {r2[k][0]:.2f})")
+        metrics = [{"kernel": k, "omega2_r1": float(np.median(om[k][:, 0])), "mi_r1": float(np.median(mi[k][:, 0])),
+                    "mi_trend": float(np.median(rank_trend(mi[k]))),
+                    "omega2_share_trend": float(np.median(rank_trend(share[k]))),
+                    "r2_on_x1": float(np.median(r2[k]))} for k in KERNELS]
         return Analysis(measured, {"kernel_pca": fig, "top_eigenvectors": fig2}, metrics,
                         notes="Gram matrices on an independent kernel set of size p (spec 003 P14); φ = √p v. "
                               f"{int((~res['stopped'].astype(bool)).sum())} of {config.n_seeds} networks hit the "

@@ -1,4 +1,5 @@
-"""Single-neuron theory of the stripe (Eqs. 5-7) against a trained network's neurons up to t*, attractors (Fig. 3)."""
+"""Single-neuron theory of the stripe (Eqs. 5-7) against a trained network's neurons up to t*, attractors (Fig. 3),
+and the neurons' offsets in the fitting regime after t* (Fig. 4)."""
 
 from __future__ import annotations
 
@@ -7,16 +8,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 from matplotlib.figure import Figure
 from scipy import integrate
 
 from repdyn.data.manifolds import sample_manifold
 from repdyn.experiments.base import Analysis, Experiment, RunResult, RunSpec
-from repdyn.experiments.claims import ClaimSpec, Holds, Measured, at_most
-from repdyn.experiments.compression.common import UNTRAINED, generator
+from repdyn.experiments.claims import ClaimSpec, Control, Holds, Measured, at_most
+from repdyn.experiments.compression.common import GIB, UNTRAINED, generator
 from repdyn.experiments.config import param
 from repdyn.nn.hidden_layer import init_hidden_layer, train_gradient_flow
 from repdyn.theory.compression import (
+    STRIPE_X_MAX,
+    STRIPE_X_MIN,
     finite_p_discrepancy_fn,
     intercept_velocity,
     single_neuron_velocity,
@@ -31,6 +35,29 @@ class SingleNeuronConfig:
     alpha: float = param(1e-6, gt=0, help="output scale α")
     max_dgrad: float = param(1e-4, gt=0, help="integrator gradient-change threshold")
     max_steps: int = param(1_000_000, ge=0, help="iteration cap (0: the untrained control)")
+    fit_fraction: float = param(1.0, gt=0, le=1, help="after t* the run goes on until this fraction of the training "
+                                "points is fitted (1: zero hinge loss, Fig. 4's end) or max_steps")
+    memory_gb: float = param(2.0, gt=0, help="bound in GiB of the neuron traces (h · (d + 2) float64 a record): "
+                             "one record every ⌈max_steps · h · 32 bytes / memory_gb⌉ steps")
+    at_t_star: bool = param(False, analysis=True, help="analysis only: read the network at t* as the run's end (the "
+                            "negative control of the claim about the fitting regime)")
+
+
+T_STAR_FRACTION = 0.1
+"""t* (the integrator's rule): the first time more than 10 % of the training points are fitted. The claims at t*
+read the records up to the first with 0.1 + 1.5/p fitted (one and a half points later)."""
+
+AT_T_STAR = Control("the network at t* read as the run's end (no fitting steps; the same run)", {"at_t_star": True})
+
+
+def grown_neurons(traj: np.ndarray) -> np.ndarray:
+    """Neurons whose ω₁ grew more than 20× between the first and the last record of ``traj`` (h, T, d + 2)."""
+    return np.abs(traj[:, -1, 0]) / np.maximum(np.abs(traj[:, 0, 0]), 1e-12) > 20
+
+
+def interface_distance(zeta: np.ndarray) -> np.ndarray:
+    """Distance of offsets ζ₁ along e₁ to the stripe's nearest interface (x_min or x_max, Fig. 4's dashed lines)."""
+    return np.minimum(np.abs(zeta - STRIPE_X_MIN), np.abs(zeta - STRIPE_X_MAX))
 
 
 def _neuron_ode(w0: np.ndarray, b0: np.ndarray, beta0: np.ndarray, h: int, x: np.ndarray, y: np.ndarray,
@@ -61,8 +88,8 @@ class SingleNeuron(Experiment):
     source = "Fig. 3, Eqs. (5)-(7), App. C"
     Config = SingleNeuronConfig
     scales = {
-        "smoke": SingleNeuronConfig(p=300, width=8, alpha=1e-2, max_dgrad=1e-2, max_steps=200),
-        "quick": SingleNeuronConfig(p=4000, width=40, max_dgrad=1e-3, max_steps=3000),
+        "smoke": SingleNeuronConfig(p=300, width=8, alpha=1e-2, max_dgrad=1e-2, max_steps=200, fit_fraction=0.5),
+        "quick": SingleNeuronConfig(p=4000, width=40, max_dgrad=1e-3, max_steps=3000, fit_fraction=0.9),
         "paper": SingleNeuronConfig(),
     }
     claims = (
@@ -94,6 +121,16 @@ class SingleNeuron(Experiment):
                   no_control="an identity of the flow (it holds trivially when nothing moves, so a negative "
                              "control cannot fail it); what is measured is the integrator's drift",
                   figure="single_neuron"),
+        ClaimSpec("fixed_points_move_to_stripe", "Per grown neuron, the distance of its offset ζ₁ = −√d b/ω₁ along e₁ "
+                  "to the nearest stripe interface at the run's end (fit_fraction of the points fitted) divided by "
+                  "the same distance at t*", "seed 003, Fig. 4, §3 (fitting regime)", at_most(0.5),
+                  quote="In this regime, the neurons are still sparsely distributed on the same number of fixed "
+                        "points Maennel et al. (2018) as in the previous regime. The location of the fixed points is "
+                        "however changing to fit the stripe.",
+                  band_reason="our choice: at least half of the way from the compressing-regime attractor (0.54-0.93 "
+                              "from the nearest interface in d = 2) to an interface; Fig. 4's last panel shows the "
+                              "neurons on the interfaces at zero loss, and the quick run stops at 90 % fitted",
+                  control=AT_T_STAR, figure="fitting_regime"),
     )
 
     def runs(self, config: SingleNeuronConfig) -> list[RunSpec]:
@@ -103,23 +140,34 @@ class SingleNeuron(Experiment):
         gen = generator(seed)
         x, y = sample_manifold("stripe", config.p, 2, gen, batch=(1,), device=device)
         net0 = init_hidden_layer(1, config.width, 2, gen, device=device)
+        record_every = max(1, math.ceil(config.max_steps * config.width * 4 * 8 / (config.memory_gb * GIB)))
         res = train_gradient_flow(net0, x, y, config.alpha, max_dgrad=config.max_dgrad,
-                                  stop_fraction=0.1 + 1.5 / config.p, max_steps=config.max_steps,
-                                  trace_neurons=config.width)
-        times = res.history["t"][0].cpu().numpy()
+                                  stop_fraction=config.fit_fraction, max_steps=config.max_steps,
+                                  trace_neurons=config.width, record_every=record_every)
+        fitted = res.history["fitted"][0].cpu().numpy()
+        reached = fitted >= T_STAR_FRACTION + 1.5 / config.p
+        cut = int(np.argmax(reached)) + 1 if reached.any() else len(fitted)  # the records up to just after t*
+        all_times = res.history["t"][0].cpu().numpy()
+        neurons = res.history["neurons"][0].permute(1, 0, 2).cpu().numpy()  # (h, T, d + 2), the whole run
+        times = all_times[:cut]
         keep = np.unique(np.linspace(0, len(times) - 1, min(200, len(times))).astype(int))
         keep = keep[np.concatenate([[True], np.diff(times[keep]) > 0])]
-        net_traj = res.history["neurons"][0].permute(1, 0, 2).cpu().numpy()[:, keep]  # (h, T, d + 2)
+        net_traj = neurons[:, keep]
         ode = _neuron_ode(net_traj[:, 0, :2], net_traj[:, 0, 2], net_traj[:, 0, 3], config.width,
                           x[0].cpu().numpy(), y[0].cpu().numpy(), times[keep])
+        thin = np.unique(np.linspace(0, len(all_times) - 1, min(400, len(all_times))).astype(int))
+        end = torch.cat([res.net.w[0], res.net.b[0, :, None], res.net.beta[0, :, None]], dim=1).cpu().numpy()
         return {"t": times[keep], "network": net_traj, "ode": ode, "t_star": float(res.t_star[0]),
-                "stopped": res.stopped.cpu().numpy()}
+                "stopped": res.stopped.cpu().numpy(), "end": end, "fitted_end": float(fitted[-1]),
+                "run_t": all_times[thin], "run_fitted": fitted[thin],
+                "run_loss": res.history["loss"][0].cpu().numpy()[thin],
+                "run_zeta": -math.sqrt(2) * neurons[:, thin, 2] / neurons[:, thin, 0]}
 
     def analyse(self, config: SingleNeuronConfig, results: Mapping[str, RunResult]) -> Analysis:
         r = results["d=2"]
         net, ode, t = r["network"], r["ode"], r["t"]
         growth = np.abs(net[:, -1, 0]) / np.maximum(np.abs(net[:, 0, 0]), 1e-12)
-        grown = growth > 20
+        grown = grown_neurons(net)
         log_growth = np.log(np.maximum(growth, 1.0 + 1e-12))
         dev_all = np.abs(np.log(np.abs(net[:, -1, 0]) / np.maximum(np.abs(ode[:, -1, 0]), 1e-300))) / log_growth
         dev_perp = np.abs(np.log(np.abs(net[:, -1, 1]) / np.maximum(np.abs(ode[:, -1, 1]), 1e-300))) / log_growth
@@ -132,12 +180,20 @@ class SingleNeuron(Experiment):
                 for z, w1 in zip(zeta[grown], net[grown, -1, 0], strict=True)]
         frac = float(np.mean(near)) if near else math.nan
         nothing = [math.nan] * len(grown)  # no neuron grew (the untrained control): every neuron fails
+        end = net[:, -1] if config.at_t_star else r["end"]  # the control: no fitting steps after t*
+        zeta_end = -math.sqrt(2) * end[:, 2] / end[:, 0]
+        moved = interface_distance(zeta_end) / interface_distance(zeta)
         measured = {"ode_tracks_network": Measured(dev_all[grown] if grown.any() else nothing,
                                                    f"{int(grown.sum())} of {len(grown)} neurons grew > 20×"),
                     "ode_tracks_perpendicular": Measured(dev_perp[grown] if grown.any() else nothing, ""),
                     "attractors": Measured(near if near else [False] * len(grown), "ζ₁(t*) of grown neurons: "
                                            + ", ".join(f"{z:.2f}" for z in np.sort(zeta[grown]))),
-                    "conservation": Measured(drift, f"median {np.median(drift):.2g}")}
+                    "conservation": Measured(drift, f"median {np.median(drift):.2g}"),
+                    "fixed_points_move_to_stripe": Measured(
+                        moved[grown] if grown.any() else nothing,
+                        f"end: {r['fitted_end']:.3f} of the points fitted at t = {r['run_t'][-1]:.4g} "
+                        f"({r['run_t'][-1] / r['t_star']:.3g} t*); ζ₁ of grown neurons at t* → end: "
+                        + ", ".join(f"{a:.2f}→{b:.2f}" for a, b in sorted(zip(zeta[grown], zeta_end[grown]))))}
         fig = Figure(figsize=(14, 4))
         a1, a2, a3 = fig.subplots(1, 3)
         i = int(np.argmax(np.where(grown, growth, -1)))
@@ -158,7 +214,23 @@ class SingleNeuron(Experiment):
             a3.plot(z[:, 0], z[:, 1], lw=0.7)
         a3.scatter([a.z for a in attractors], [0] * len(attractors), color="k", s=40, zorder=3)
         a3.set(xlim=(-3, 3), ylim=(-3, 3), xlabel="z₁", ylabel="z₂", title="neuron vectors z up to t*")
-        return Analysis(measured, {"single_neuron": fig},
+        fig4 = Figure(figsize=(10, 4))
+        b1, b2 = fig4.subplots(1, 2)
+        for n in np.nonzero(grown)[0]:
+            b1.plot(r["run_t"], r["run_zeta"][n], lw=0.7)
+        for edge in (STRIPE_X_MIN, STRIPE_X_MAX):
+            b1.axhline(edge, color="k", ls="--", lw=0.8)
+        for a in attractors:
+            b1.plot(r["run_t"][0], a.z, "kx")
+        b1.axvline(r["t_star"], color="r")
+        b1.set(xscale="log", ylim=(-3, 3), xlabel="t", ylabel="ζ₁ = −√2 b/ω₁",
+               title="grown neurons' offsets along e₁ (Fig. 4 left)")
+        for values, label in ((r["run_loss"], "train hinge loss"), (1 - r["run_fitted"], "fraction not fitted")):
+            b2.plot(r["run_t"], np.where(values > 0, values, np.nan), label=label)  # zero at zero loss: not drawn
+        b2.axvline(r["t_star"], color="r")
+        b2.set(xscale="log", yscale="log", xlabel="t", title="fitting regime (Fig. 4 right)")
+        b2.legend()
+        return Analysis(measured, {"single_neuron": fig, "fitting_regime": fig4},
                         [{"grown": int(grown.sum()), "median_log_deviation": dev, "near_attractor": frac}],
                         notes="ODE = Eq. (5) population averages + Eq. (7) finite-p term computed from the "
                               "training set with the √D_⊥ reading (App. C.3).")

@@ -1,0 +1,61 @@
+"""single_neuron (seed 003, Figs. 3 and 4): the run past t* keeps the t* claims' records, the neuron traces are
+bounded by memory_gb without changing the dynamics, the interface distance, the at_t_star control."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from repdyn.data.manifolds import sample_manifold
+from repdyn.experiments.compression import EXPERIMENTS
+from repdyn.experiments.compression.common import generator
+from repdyn.experiments.compression.single_neuron import T_STAR_FRACTION, interface_distance
+from repdyn.nn.hidden_layer import init_hidden_layer, train_gradient_flow
+from repdyn.theory.compression import STRIPE_X_MAX, STRIPE_X_MIN
+
+EXP = next(e for e in EXPERIMENTS if e.name == "compression.single_neuron")
+
+
+def test_interface_distance() -> None:
+    zeta = np.array([STRIPE_X_MIN, STRIPE_X_MAX, 0.0, 2.0, -1.226])
+    np.testing.assert_allclose(interface_distance(zeta), [0.0, 0.0, 0.3, 2.0 - STRIPE_X_MAX, 0.926])
+
+
+def test_run_past_t_star_keeps_the_records_of_the_run_stopped_at_t_star() -> None:
+    """The t* claims read the records up to the first with 0.1 + 1.5/p fitted: the same states as a run that stops
+    there (the stop rule does not change the dynamics), while the run itself goes on to fit_fraction."""
+    cfg = dataclasses.replace(EXP.config("smoke"), max_steps=400)
+    out = EXP.execute(cfg, EXP.runs(cfg)[0], 4, "cpu")
+    gen = generator(4)
+    x, y = sample_manifold("stripe", cfg.p, 2, gen, batch=(1,))
+    net0 = init_hidden_layer(1, cfg.width, 2, gen)
+    stopped = train_gradient_flow(net0, x, y, cfg.alpha, max_dgrad=cfg.max_dgrad,
+                                  stop_fraction=T_STAR_FRACTION + 1.5 / cfg.p, max_steps=cfg.max_steps,
+                                  trace_neurons=cfg.width)
+    assert bool(stopped.stopped[0]), "the smoke run should pass t* within its cap"
+    assert out["t"][-1] == float(stopped.history["t"][0, -1])
+    np.testing.assert_array_equal(out["network"][:, -1], stopped.history["neurons"][0, -1].numpy())
+    assert out["run_t"][-1] > out["t"][-1] and out["fitted_end"] > T_STAR_FRACTION + 1.5 / cfg.p
+
+
+def test_trace_memory_setting_thins_the_records_and_changes_no_dynamics() -> None:
+    cfg = EXP.config("smoke")
+    run = EXP.runs(cfg)[0]
+    full = EXP.execute(cfg, run, 2, "cpu")
+    # 8 neurons · 4 parameters · 8 bytes · 200 steps = 51200 bytes: a bound of 12800 bytes keeps one record in 4
+    thin = EXP.execute(dataclasses.replace(cfg, memory_gb=12800 / 2**30), run, 2, "cpu")
+    np.testing.assert_array_equal(full["end"], thin["end"])
+    assert full["t_star"] == thin["t_star"] and full["fitted_end"] == thin["fitted_end"]
+    steps = np.unique(full["run_t"]).size
+    assert np.unique(thin["run_t"]).size <= math.ceil(steps / 4) + 2 < steps
+
+
+def test_at_t_star_control_reads_no_fitting_steps() -> None:
+    cfg = dataclasses.replace(EXP.config("smoke"), max_steps=400)
+    results = {run.label: EXP.execute(cfg, run, 4, "cpu") for run in EXP.runs(cfg)}
+    moved = EXP.analyse(cfg, results).measured["fixed_points_move_to_stripe"].values
+    control = EXP.analyse(dataclasses.replace(cfg, at_t_star=True), results).measured
+    assert len(moved) >= 1 and not np.isnan(moved).any()
+    np.testing.assert_allclose(control["fixed_points_move_to_stripe"].values, 1.0)
