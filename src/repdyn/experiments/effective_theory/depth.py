@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 
 import numpy as np
@@ -24,9 +23,6 @@ from repdyn.experiments.effective_theory.common import (
     train_default_networks,
 )
 
-DEPTH_SCALES = {**DEFAULT_RUN_SCALES, "quick": dataclasses.replace(DEFAULT_RUN_SCALES["quick"], trials=8)}
-"""Fig. 10 is judged on converged trials only: 8 at the quick scale (all networks of the shared ensemble), so that
-enough of them leave the plateau."""
 ACCURATE = 0.1
 """Normalised fit loss at or below which the theory counts as accurate at a layer: the band of second_half_fit (and of
 two_point default_fit), fixed before the rate trends were restated."""
@@ -63,7 +59,7 @@ class DepthDependence(Experiment):
     paper = "000"
     source = "Fig. 10, Eq. 14"
     Config = DefaultRunConfig
-    scales = DEPTH_SCALES
+    scales = DEFAULT_RUN_SCALES
     claims = (
         ClaimSpec("second_half_fit", "Eq. 7 fits well in the second half of the network: per converged "
                   "trial, median normalised fit loss over hidden layers 11-20", "seed 000, Fig. 10", at_most(0.1),
