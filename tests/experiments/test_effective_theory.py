@@ -283,8 +283,8 @@ def test_depth_control_and_init_scale_read_one_shared_ensemble_of_default_networ
     assert len(shared) == 2 and {t.params["steps"] for t in shared} == {0, depth.steps}
     assert all(t.params["networks"] == depth.trials for t in shared)  # the largest reader: depth analyses all
     assert sorted(t.label for t in tasks if not t.shared) == ["gains", "gains"]  # init_scale's other gains
-    with pytest.raises(ConfigError, match="trials = 9 > networks = 8"):
-        plan(["effective_theory.control"], scale="quick", out=tmp_path, overrides={"trials": "9"})
+    with pytest.raises(ConfigError, match="trials = 4 > networks = 3"):
+        plan(["effective_theory.control"], scale="quick", out=tmp_path, overrides={"trials": "4"})
 
 
 def test_init_scale_puts_the_shared_gain_one_networks_in_their_place():
