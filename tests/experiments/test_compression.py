@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from memory_cap import outcome_under_cap
 from repdyn.data.manifolds import sample_manifold
 from repdyn.experiments.compression import EXPERIMENTS
 from repdyn.experiments.config import ConfigError, apply_overrides
@@ -122,23 +123,16 @@ def test_chunked_kernels_change_no_number() -> None:
         torch.testing.assert_close(network_output(net, xt, tiny), network_output(net, xt, big))
 
 
-MEMORY_CAP_SCRIPT = """
-import resource, sys
+OUTPUTS_CAP_SETUP = """
 import torch
 from repdyn.experiments.compression.common import network_output
 from repdyn.nn.hidden_layer import init_hidden_layer
-vm = int(open("/proc/self/status").read().split("VmSize:")[1].split()[0]) * 1024
-cap = vm + 2**29  # half a GiB above what the interpreter and torch already map
-resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+"""
+OUTPUTS_CAP_CALL = """
 g = torch.Generator().manual_seed(0)
 net = init_hidden_layer(1, 4000, 5, g)
 x = torch.randn(1, 20000, 5, generator=g, dtype=torch.float64)  # one (20000, 4000) float64 tensor = 0.6 GiB
-try:
-    network_output(net, x, float(sys.argv[1]))
-except (MemoryError, RuntimeError):
-    print("out of memory")
-else:
-    print("fits")
+network_output(net, x, float(sys.argv[1]))
 """
 
 
@@ -146,18 +140,8 @@ else:
 def test_memory_setting_bounds_the_test_outputs_under_a_memory_cap(tmp_path) -> None:
     """Under an address-space cap of 0.5 GiB above the interpreter, the feature test outputs fit with memory_gb =
     0.1 and do not without a bound (16 GiB): the setting is what bounds them."""
-    import os
-    import subprocess
-    import sys
-    script = tmp_path / "cap.py"
-    script.write_text(MEMORY_CAP_SCRIPT)
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-
-    def run(memory_gb: float) -> str:
-        return subprocess.run([sys.executable, str(script), str(memory_gb)], capture_output=True, text=True,
-                              env=env, check=True, timeout=300).stdout.strip()
-    assert run(0.1) == "fits"
-    assert run(16.0) == "out of memory"
+    for memory_gb, expected in (("0.1", "fits"), ("16.0", "out of memory")):
+        assert outcome_under_cap(tmp_path, OUTPUTS_CAP_SETUP, OUTPUTS_CAP_CALL, 2**29, memory_gb) == expected
 
 
 def test_stopped_trials_dropped_from_the_batch_keep_their_results() -> None:

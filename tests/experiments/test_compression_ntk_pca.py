@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from memory_cap import outcome_under_cap
 from repdyn.experiments.compression import EXPERIMENTS
 from repdyn.experiments.compression.common import ntk_rows, trial_ntk
 from repdyn.experiments.compression.ntk_pca import rank_trend, variance_explained_by
@@ -79,8 +80,7 @@ def test_memory_setting_changes_no_number() -> None:
         np.testing.assert_allclose(np.abs(big[key]), np.abs(tiny[key]), rtol=1e-9, atol=1e-12)  # φ up to sign
 
 
-NTK_CAP_SCRIPT = """
-import resource, sys
+NTK_CAP_SETUP = """
 import torch
 from repdyn.experiments.compression.common import ntk_rows, trial_ntk
 from repdyn.nn.hidden_layer import init_hidden_layer
@@ -88,35 +88,19 @@ from repdyn.theory.compression import hidden_layer_ntk
 g = torch.Generator().manual_seed(0)
 net = init_hidden_layer(1, 40000, 5, g)
 x = torch.randn(200, 5, generator=g, dtype=torch.float64)  # six (200, 40000) float64 temporaries = 0.36 GiB
-vm = int(open("/proc/self/status").read().split("VmSize:")[1].split()[0]) * 1024
-cap = vm + 300 * 2**20  # 300 MiB above what the interpreter, torch and the inputs already map
-resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-try:
-    if sys.argv[1] == "chunked":
-        trial_ntk(net, 0, x, x, ntk_rows(40000, 200, 0.1))
-    else:
-        hidden_layer_ntk(net.w[0], net.b[0], net.beta[0], x, x)
-except (MemoryError, RuntimeError):
-    print("out of memory")
+"""
+NTK_CAP_CALL = """
+if sys.argv[1] == "chunked":
+    trial_ntk(net, 0, x, x, ntk_rows(40000, 200, 0.1))
 else:
-    print("fits")
+    hidden_layer_ntk(net.w[0], net.b[0], net.beta[0], x, x)
 """
 
 
 @pytest.mark.slow
 def test_chunked_gram_fits_under_a_memory_cap_where_the_one_call_kernel_does_not(tmp_path) -> None:
-    """ntk_pca's Gram matrix at p = 200, h = 40000 under an address-space cap of 300 MiB: row-chunked (as ntk_pca
-    builds it: x2's three factors once, 0.18 GiB) it fits; in one call (as ntk_pca built it before: six factors,
-    0.36 GiB) it does not."""
-    import os
-    import subprocess
-    import sys
-    script = tmp_path / "cap.py"
-    script.write_text(NTK_CAP_SCRIPT)
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-
-    def run(mode: str) -> str:
-        return subprocess.run([sys.executable, str(script), mode], capture_output=True, text=True, env=env,
-                              check=True, timeout=300).stdout.strip()
-    assert run("chunked") == "fits"
-    assert run("whole") == "out of memory"
+    """ntk_pca's Gram matrix at p = 200, h = 40000 under an address-space cap of 300 MiB above what the interpreter,
+    torch and the inputs map: row-chunked (as ntk_pca builds it: x2's three factors once, 0.18 GiB) it fits; in one
+    call (as ntk_pca built it before: six factors, 0.36 GiB) it does not."""
+    for mode, expected in (("chunked", "fits"), ("whole", "out of memory")):
+        assert outcome_under_cap(tmp_path, NTK_CAP_SETUP, NTK_CAP_CALL, 300 * 2**20, mode) == expected

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from memory_cap import outcome_under_cap
 from repdyn.experiments.compression import EXPERIMENTS
 from repdyn.experiments.compression.real_images import (
     _fit_cnn_momentum,
@@ -141,8 +142,7 @@ def test_last_layer_errors_are_fig8s_and_computed_with_several_p_only() -> None:
     assert "final_last_layer" not in EXP.analyse(cfg, {EXP.runs(cfg)[0].label: single}).metrics[0]
 
 
-MEMORY_CAP_SCRIPT = """
-import resource, sys
+JACOBIANS_CAP_SETUP = """
 import torch
 from repdyn.experiments.compression.real_images import _cnn_weight_ntks, _seeded_cnn
 g = torch.Generator().manual_seed(0)
@@ -150,15 +150,6 @@ model = _seeded_cnn(10, 1, "cpu")  # 23,251 parameters: a Jacobian row is 91 KiB
 x = torch.randn(1000, 1, 8, 8, generator=g)
 xt = torch.randn(6000, 1, 8, 8, generator=g)  # whole Jacobians of 7000 rows: 0.61 GiB
 _cnn_weight_ntks(model, x[:2], xt[:2], 16.0)  # lazy libraries mapped before the cap is measured
-vm = int(open("/proc/self/status").read().split("VmSize:")[1].split()[0]) * 1024
-cap = vm + 2**29  # half a GiB above what the interpreter and torch already map
-resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-try:
-    _cnn_weight_ntks(model, x, xt, float(sys.argv[1]))
-except (MemoryError, RuntimeError):
-    print("out of memory")
-else:
-    print("fits")
 """
 
 
@@ -169,15 +160,7 @@ def test_memory_setting_bounds_the_ntk_jacobians_under_a_memory_cap(tmp_path) ->
     whole 0.61 GiB Jacobians). glibc's mmap threshold is fixed (MALLOC_MMAP_THRESHOLD_): with its default dynamic
     threshold the block path's freed 12 MB chunks stay in the heap and its peak grew to 2.2 GiB (measured), more
     than the whole path's 0.7 GiB."""
-    import os
-    import subprocess
-    import sys
-    script = tmp_path / "cap.py"
-    script.write_text(MEMORY_CAP_SCRIPT)
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MALLOC_MMAP_THRESHOLD_": str(2**20)}
-
-    def run(memory_gb: float) -> str:
-        return subprocess.run([sys.executable, str(script), str(memory_gb)], capture_output=True, text=True,
-                              env=env, check=True, timeout=600).stdout.strip()
-    assert run(0.1) == "fits"
-    assert run(16.0) == "out of memory"
+    call = "_cnn_weight_ntks(model, x, xt, float(sys.argv[1]))"
+    for memory_gb, expected in (("0.1", "fits"), ("16.0", "out of memory")):
+        assert outcome_under_cap(tmp_path, JACOBIANS_CAP_SETUP, call, 2**29, memory_gb,
+                                 env={"MALLOC_MMAP_THRESHOLD_": str(2**20)}, timeout=600) == expected
