@@ -276,20 +276,24 @@ def test_controls_that_only_judge_differently_read_the_claims_runs():
 
 
 def test_sample_size_sweep_adds_one_run_per_size_and_metrics_rows_only():
-    """Fig. D.3 (paper scale only): one more run per n_tr, keyed apart from the main run (n_sweep is analysis-only,
+    """Fig. D.3 (paper scale only): one more run per n_tr, keyed apart from the main run (d3_sweep is analysis-only,
     so the main run's key does not depend on it), reported as metrics rows (two models × seeds per size)."""
     from repdyn.experiments.config import run_dict
+    from repdyn.experiments.elastic_sde import geomnist as module
 
     geo = _by_name("elastic_sde.geomnist")
-    config = dataclasses.replace(geo.config("smoke"), n_sweep=(6,))
-    assert geo.config("quick").n_sweep == () and geo.config("paper").n_sweep == (80, 480, 600, 4800)
+    assert not geo.config("quick").d3_sweep and geo.config("paper").d3_sweep
+    assert module.D3_SIZES == (80, 480, 600, 4800)
+    config = dataclasses.replace(geo.config("smoke"), d3_sweep=True)
     assert run_dict(config) == run_dict(geo.config("smoke"))
-    runs = geo.runs(config)
-    assert [r.label for r in runs] == ["replicates", "n_train=6"]
-    assert [r.label for r in geo.runs(dataclasses.replace(config, untrained=True))] == ["replicates"]
-    results = {run.label: geo.execute(config, run, 3, "cpu") for run in runs}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(module, "D3_SIZES", (6,))
+        runs = geo.runs(config)
+        assert [r.label for r in runs] == ["replicates", "n_train=6"]
+        assert [r.label for r in geo.runs(dataclasses.replace(config, untrained=True))] == ["replicates"]
+        results = {run.label: geo.execute(config, run, 3, "cpu") for run in runs}
+        analysis = geo.analyse(config, results)
     assert not np.array_equal(results["replicates"]["logits"], results["n_train=6"]["logits"])
-    analysis = geo.analyse(config, results)
     rows = [r for r in analysis.metrics if r.get("n_train") == 6]
     assert sorted((r["seed"], r["model"]) for r in rows) == sorted(
         (i, m) for i in range(config.seeds) for m in ("iso", "logit"))
