@@ -257,3 +257,46 @@ def test_bands_overlap_left_needs_bands_that_drift_apart():
     assert min(s["left"] for s in static) > 0.7 and 0.9 < np.median([s["left"] for s in static]) < 1.1
     # disjoint from the start: nothing became separable
     assert _bands_overlap_left(*_bands(T, np.full(T, 40.0), rng))["left"] == float("inf")
+
+
+def test_controls_that_only_judge_differently_read_the_claims_runs():
+    """general_h's control judges the same simulations against another law, and synthetic's S-C/S-D read neither
+    config nor seed: neither is computed twice (one run key for the claim's and the control's variant)."""
+    from repdyn.experiments.config import run_dict
+
+    general = _by_name("elastic_sde.general_h")
+    config = general.config("quick")
+    assert run_dict(config) == run_dict(dataclasses.replace(config, law="identity"))
+    synthetic = _by_name("elastic_sde.synthetic")
+    smoke = synthetic.config("smoke")
+    shared = {run.label: run.shared for run in synthetic.runs(smoke) if run.shared}
+    assert set(shared) == {"S-C", "S-D"}
+    mirrored = {run.label: run.shared for run in synthetic.runs(dataclasses.replace(smoke, mirrored=True))}
+    assert all(mirrored[label] == name for label, name in shared.items())
+
+
+def test_sample_size_sweep_adds_one_run_per_size_and_metrics_rows_only():
+    """Fig. D.3 (paper scale only): one more run per n_tr, keyed apart from the main run (d3_sweep is analysis-only,
+    so the main run's key does not depend on it), reported as metrics rows (two models × seeds per size)."""
+    from repdyn.experiments.config import run_dict
+    from repdyn.experiments.elastic_sde import geomnist as module
+
+    geo = _by_name("elastic_sde.geomnist")
+    assert not geo.config("quick").d3_sweep and geo.config("paper").d3_sweep
+    assert module.D3_SIZES == (80, 480, 600, 4800)
+    config = dataclasses.replace(geo.config("smoke"), d3_sweep=True, steps=400)   # T > Fig. D.3's ω = 151
+    assert run_dict(config) == run_dict(dataclasses.replace(config, d3_sweep=False))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(module, "D3_SIZES", (6,))
+        runs = geo.runs(config)
+        assert [r.label for r in runs] == ["replicates", "n_train=6"]
+        assert [r.label for r in geo.runs(dataclasses.replace(config, untrained=True))] == ["replicates"]
+        results = {run.label: geo.execute(config, run, 3, "cpu") for run in runs}
+        analysis = geo.analyse(config, results)
+    assert not np.array_equal(results["replicates"]["logits"], results["n_train=6"]["logits"])
+    rows = [r for r in analysis.metrics if r.get("n_train") == 6]
+    assert sorted((r["seed"], r["model"]) for r in rows) == sorted(
+        (i, m) for i in range(config.seeds) for m in ("iso", "logit"))
+    assert all(0.0 <= r["frac_alpha_gt_beta"] <= 1.0 for r in rows)
+    assert "figD3_sample_size" in analysis.figures and "figD3_sample_size" not in geo.analyse(
+        dataclasses.replace(config, d3_sweep=False), {"replicates": results["replicates"]}).figures

@@ -7,7 +7,8 @@ Setting (ours: the paper runs no simulation of this case): K = 3 classes, p = 2,
 hypothesis), α = 1, β(t) = 0.4/(1+t) − 0.2 (γ(t) = min(α − β, α + 2β) ≥ 0.6 > 0), n = 5 particles per class, σ = 1,
 fixed initial class means, horizon 3 in 3000 Euler–Maruyama steps, 2000 Monte-Carlo runs per seed. The negative
 control ``law="identity"`` judges the same simulations against the law for H = I (Eq. (7) and its variance),
-i.e. the theorem's statement without its H."""
+i.e. the theorem's statement without its H; ``law`` is analysis-only, so the control reads the claim's stored runs
+(same key and seed) instead of simulating them again."""
 
 from __future__ import annotations
 
@@ -48,8 +49,9 @@ class GeneralHConfig:
     n: int = param(5, ge=2, help="particles per class")
     horizon: float = param(3.0, gt=0, help="time at which the class means are compared with the law")
     steps: int = param(3000, ge=10, help="Euler–Maruyama steps up to the horizon (dt = horizon/steps)")
-    law: str = param("general", choices=("general", "identity"),
-                     help="the law judged against: the theorem's for this H, or (control) the one for H = I")
+    law: str = param("general", choices=("general", "identity"), analysis=True,
+                     help="the law judged against: the theorem's for this H, or (control) the one for H = I; "
+                          "analysis-only, so the control judges the very runs of the claim (one run per seed)")
 
 
 SCALES = {
