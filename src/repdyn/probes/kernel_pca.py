@@ -10,15 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import scipy.linalg
 import torch
 from torch import Tensor
 
 
 @dataclass(frozen=True)
 class KernelPCA:
-    """eigenvalues: (p,) λ_r/p, descending. eigenvectors: (p, p), column r is v_r (unit norm).
-    projections: (p,) ω_r = (v_r·y)/√p, or None without labels. fractions: (p,) (v_r·y)²/‖y‖², the share of
-    the label norm on mode r (sums to 1; equals ω_r² for ±1 labels)."""
+    """eigenvalues: (m,) λ_r/p, descending (m = p, or the top ``modes``). eigenvectors: (p, m), column r is v_r
+    (unit norm). projections: (m,) ω_r = (v_r·y)/√p, or None without labels. fractions: (m,) (v_r·y)²/‖y‖², the
+    share of the label norm on mode r (over all p modes they sum to 1; equals ω_r² for ±1 labels)."""
 
     eigenvalues: Tensor
     eigenvectors: Tensor
@@ -27,20 +28,28 @@ class KernelPCA:
 
     @property
     def eigenfunctions(self) -> Tensor:
-        """φ_r(x^μ) = √p·v_{r,μ}, (p, p) with column r = mode r."""
+        """φ_r(x^μ) = √p·v_{r,μ}, (p, m) with column r = mode r."""
         return self.eigenvectors * self.eigenvectors.shape[0] ** 0.5
 
 
-def kernel_pca(gram: Tensor, labels: Tensor | None = None) -> KernelPCA:
+def kernel_pca(gram: Tensor, labels: Tensor | None = None, modes: int | None = None) -> KernelPCA:
     """Eigendecomposition (float64) of a symmetric Gram matrix, descending, with optional label projections.
 
-    The Gram matrix is not centred (the uncentred eigenvectors of spec 003 §2.11). ``labels`` is (p,).
+    The Gram matrix is not centred (the uncentred eigenvectors of spec 003 §2.11). ``labels`` is (p,). ``modes``:
+    only the top ``modes`` eigenpairs (LAPACK ``dsyevr`` with an index range: about 3× faster at p = 1000 than the
+    whole decomposition, the same pairs to rounding, up to sign); None: all p.
     """
     if gram.dim() != 2 or gram.shape[0] != gram.shape[1]:
         raise ValueError(f"gram must be a square (p, p) matrix, got shape {tuple(gram.shape)}")
     p = gram.shape[0]
+    if modes is not None and not 1 <= modes <= p:
+        raise ValueError(f"modes must be in [1, p = {p}], got {modes}")
     sym = 0.5 * (gram + gram.T).to(torch.float64)
-    values, vectors = torch.linalg.eigh(sym)
+    if modes is None or modes == p:
+        values, vectors = torch.linalg.eigh(sym)
+    else:
+        found = scipy.linalg.eigh(sym.cpu().numpy(), subset_by_index=[p - modes, p - 1], driver="evr")
+        values, vectors = (torch.as_tensor(a, device=gram.device) for a in found)
     values, vectors = values.flip(0) / p, vectors.flip(1)
     if labels is None:
         return KernelPCA(values, vectors)

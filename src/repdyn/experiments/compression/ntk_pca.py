@@ -181,7 +181,7 @@ class NtkPca(Experiment):
         def by_rank(name: str, net, x, y, last_layer_only: bool = False) -> None:
             omega, mi, phi = [], [], []
             for s in range(x.shape[0]):  # one trial's Gram matrix at a time, rows chunked to memory_gb
-                pca = kernel_pca(trial_ntk(net, s, x[s], x[s], rows, last_layer_only), y[s])
+                pca = kernel_pca(trial_ntk(net, s, x[s], x[s], rows, last_layer_only), y[s], config.n_modes)
                 f = pca.eigenfunctions[:, :config.n_modes].cpu().numpy()
                 omega.append(pca.fractions[:config.n_modes].cpu().numpy())
                 mi.append([knn_label_mutual_information(f[:, i], y[s].cpu().numpy()) for i in range(config.n_modes)])

@@ -155,7 +155,7 @@ def centred_components(features: torch.Tensor, n: int = 2) -> np.ndarray:
 def _pca_entries(prefix: str, gram: torch.Tensor, y: torch.Tensor, n_modes: int) -> dict:
     """Kernel PCA of a Gram matrix (Figs. 9, 10): ω_r² and MI(φ_r; y) for r ≤ n_modes, the (φ₁, φ₂) plane and
     its MI with the labels, stored under ``prefix``."""
-    pca = kernel_pca(gram, y)
+    pca = kernel_pca(gram, y, n_modes)
     phi, labels = pca.eigenfunctions[:, :n_modes].cpu().numpy(), y.cpu().numpy()
     return {f"{prefix}_omega2": pca.fractions[:n_modes].cpu().numpy(),
             f"{prefix}_mi": np.array([knn_label_mutual_information(phi[:, i], labels) for i in range(n_modes)]),
