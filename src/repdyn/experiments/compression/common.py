@@ -25,6 +25,7 @@ from repdyn.nn.hidden_layer import (
     init_hidden_layer,
     train_gradient_flow,
 )
+from repdyn.probes.kernel_pca import kernel_pca
 from repdyn.theory.compression import (
     amplification,
     classification_error,
@@ -32,6 +33,7 @@ from repdyn.theory.compression import (
     ntk_features,
     ntk_from_features,
 )
+from repdyn.theory.mutual_information import knn_label_mutual_information
 
 UNTRAINED = Control("the untrained network (max_steps = 0)", {"max_steps": 0})
 """Negative control of every claim about what training does: the same protocol with the network left at init."""
@@ -247,3 +249,13 @@ def network_output(net: HiddenLayerNet, x: torch.Tensor, memory_gb: float) -> to
         one = HiddenLayerNet(net.w[s:s + 1], net.b[s:s + 1], net.beta[s:s + 1])
         parts.append(by_rows(lambda a, _, one=one: hidden_layer_output(one, a), x[s:s + 1], None, rows, -1))
     return torch.cat(parts)
+
+
+def label_modes(gram: torch.Tensor, labels: torch.Tensor, n_modes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Kernel PCA of one Gram matrix against its ±1 labels (Figs. 9, 10), for the top ``n_modes`` modes: the label
+    shares ω_r² (n_modes,), the mutual informations MI(φ_r; y) in bits (n_modes,) and the eigenfunctions φ
+    (p, n_modes)."""
+    pca = kernel_pca(gram, labels, n_modes)
+    phi, y = pca.eigenfunctions.cpu().numpy(), labels.cpu().numpy()
+    return (pca.fractions.cpu().numpy(), np.array([knn_label_mutual_information(phi[:, r], y) for r in range(n_modes)]),
+            phi)

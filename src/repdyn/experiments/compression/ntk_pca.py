@@ -19,14 +19,13 @@ from repdyn.experiments.compression.common import (
     as_untrained,
     draw,
     generator,
+    label_modes,
     ntk_rows,
     train,
     trial_ntk,
 )
 from repdyn.experiments.config import param
 from repdyn.probes.intrinsic_dimension import curve_fraction
-from repdyn.probes.kernel_pca import kernel_pca
-from repdyn.theory.mutual_information import knn_label_mutual_information
 
 KERNELS = ("init", "final", "init_last_layer", "final_last_layer")
 """The kernels analysed: the NTK and the last-layer kernel K = S Sᵀ/h² (§5.2), of the network at init and trained."""
@@ -181,10 +180,10 @@ class NtkPca(Experiment):
         def by_rank(name: str, net, x, y, last_layer_only: bool = False) -> None:
             omega, mi, phi = [], [], []
             for s in range(x.shape[0]):  # one trial's Gram matrix at a time, rows chunked to memory_gb
-                pca = kernel_pca(trial_ntk(net, s, x[s], x[s], rows, last_layer_only), y[s], config.n_modes)
-                f = pca.eigenfunctions[:, :config.n_modes].cpu().numpy()
-                omega.append(pca.fractions[:config.n_modes].cpu().numpy())
-                mi.append([knn_label_mutual_information(f[:, i], y[s].cpu().numpy()) for i in range(config.n_modes)])
+                shares, information, f = label_modes(trial_ntk(net, s, x[s], x[s], rows, last_layer_only), y[s],
+                                                     config.n_modes)
+                omega.append(shares)
+                mi.append(information)
                 phi.append(f[:, :2])
             out[f"{name}_omega2"], out[f"{name}_mi"] = np.array(omega), np.array(mi)
             if name != "extra_init":

@@ -26,13 +26,13 @@ from repdyn.experiments.compression.common import (
     GIB,
     as_untrained,
     generator,
+    label_modes,
     svm_error,
 )
 from repdyn.experiments.config import ConfigError, check_data_folder, param
 from repdyn.nn.divergence import Diverged, check_finite
 from repdyn.nn.mnas_cnn import MnasCNN
 from repdyn.probes.intrinsic_dimension import curve_fraction, two_nn
-from repdyn.probes.kernel_pca import kernel_pca
 from repdyn.probes.ntk import empirical_ntk_with_gram
 from repdyn.theory.compression import classification_error
 from repdyn.theory.mutual_information import knn_label_mutual_information
@@ -155,11 +155,9 @@ def centred_components(features: torch.Tensor, n: int = 2) -> np.ndarray:
 def _pca_entries(prefix: str, gram: torch.Tensor, y: torch.Tensor, n_modes: int) -> dict:
     """Kernel PCA of a Gram matrix (Figs. 9, 10): ω_r² and MI(φ_r; y) for r ≤ n_modes, the (φ₁, φ₂) plane and
     its MI with the labels, stored under ``prefix``."""
-    pca = kernel_pca(gram, y, n_modes)
-    phi, labels = pca.eigenfunctions[:, :n_modes].cpu().numpy(), y.cpu().numpy()
-    return {f"{prefix}_omega2": pca.fractions[:n_modes].cpu().numpy(),
-            f"{prefix}_mi": np.array([knn_label_mutual_information(phi[:, i], labels) for i in range(n_modes)]),
-            f"{prefix}_phi": phi[:, :2], f"{prefix}_mi_plane": knn_label_mutual_information(phi[:, :2], labels)}
+    omega2, mi, phi = label_modes(gram, y, n_modes)
+    return {f"{prefix}_omega2": omega2, f"{prefix}_mi": mi, f"{prefix}_phi": phi[:, :2],
+            f"{prefix}_mi_plane": knn_label_mutual_information(phi[:, :2], y.cpu().numpy())}
 
 
 def softhinge(margins: torch.Tensor, alpha: float) -> torch.Tensor:
