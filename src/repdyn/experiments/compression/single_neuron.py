@@ -51,6 +51,12 @@ def grown_neurons(traj: np.ndarray) -> np.ndarray:
     return np.abs(traj[:, -1, 0]) / np.maximum(np.abs(traj[:, 0, 0]), 1e-12) > 20
 
 
+def offset_along_e1(neurons: np.ndarray) -> np.ndarray:
+    """ζ₁ = −√d b/ω₁ (d = 2) of neuron parameters (..., d + 2) = (ω₁, ω_⊥, b, β): where the neuron's hyperplane
+    crosses e₁ (Eq. 6's ζ, Fig. 4's dots)."""
+    return -math.sqrt(2) * neurons[..., 2] / neurons[..., 0]
+
+
 def interface_distance(zeta: np.ndarray) -> np.ndarray:
     """Distance of offsets ζ₁ along e₁ to the stripe's nearest interface (x_min or x_max, Fig. 4's dashed lines)."""
     return np.minimum(np.abs(zeta - STRIPE_X_MIN), np.abs(zeta - STRIPE_X_MAX))
@@ -147,7 +153,7 @@ class SingleNeuron(Experiment):
                 "stopped": res.stopped.cpu().numpy(), "end": end, "fitted_end": float(fitted[-1]),
                 "run_t": all_times[thin], "run_fitted": fitted[thin],
                 "run_loss": res.history["loss"][0].cpu().numpy()[thin],
-                "run_zeta": -math.sqrt(2) * neurons[:, thin, 2] / neurons[:, thin, 0]}
+                "run_zeta": offset_along_e1(neurons[:, thin])}
 
     def analyse(self, config: SingleNeuronConfig, results: Mapping[str, RunResult]) -> Analysis:
         r = results["d=2"]
@@ -160,13 +166,13 @@ class SingleNeuron(Experiment):
         invariant = net[:, :, 3] ** 2 - net[:, :, 0] ** 2 - net[:, :, 1] ** 2 - net[:, :, 2] ** 2
         drift = np.abs(invariant[:, -1] - invariant[:, 0]) / (net[:, -1] ** 2).sum(-1)
         dev = float(np.median(dev_all[grown])) if grown.any() else math.nan
-        zeta = -math.sqrt(2) * net[:, -1, 2] / net[:, -1, 0]
+        zeta = offset_along_e1(net[:, -1])
         attractors = stripe_attractors(2)
         near = [any(a.branch == np.sign(w1) and abs(z - a.z) < 0.1 for a in attractors)
                 for z, w1 in zip(zeta[grown], net[grown, -1, 0], strict=True)]
         frac = float(np.mean(near)) if near else math.nan
         nothing = [math.nan] * len(grown)  # no neuron grew (the untrained control): every neuron fails
-        zeta_end = -math.sqrt(2) * r["end"][:, 2] / r["end"][:, 0]
+        zeta_end = offset_along_e1(r["end"])
         moved = interface_distance(zeta_end[grown]) / interface_distance(zeta[grown])  # Fig. 4: drawn, not claimed
         measured = {"ode_tracks_network": Measured(dev_all[grown] if grown.any() else nothing,
                                                    f"{int(grown.sum())} of {len(grown)} neurons grew > 20×"),
