@@ -261,7 +261,8 @@ def fit(model: LeakyResNet, x: Tensor, y: Tensor, lam: float, plan: TrainingPlan
     """
     if not lam > 0:
         raise ValueError(f"lam={lam!r} is not allowed: must be > 0")
-    adaptive = torch.zeros(model.members, dtype=torch.bool) if adaptive is None else adaptive.bool()
+    device = model.weight.device
+    adaptive = torch.zeros(model.members, dtype=torch.bool, device=device) if adaptive is None else adaptive.bool()
     if adaptive.shape != (model.members,):
         raise ValueError(f"adaptive has shape {tuple(adaptive.shape)}, expected ({model.members},)")
     target = y.T.to(model.weight.dtype)
@@ -270,7 +271,7 @@ def fit(model: LeakyResNet, x: Tensor, y: Tensor, lam: float, plan: TrainingPlan
     adapts = bool(adaptive.any())
     workspace: dict[str, Tensor] = {}
     history: dict[str, list] = {"step": [], "objective": [], "data_cost": [], "max_rho_ltilde": []}
-    ones = torch.ones(model.members, dtype=model.weight.dtype)
+    ones = torch.ones(model.members, dtype=model.weight.dtype, device=device)
     phases = [("adam", plan.adam_steps, plan.adam_lr), ("gd", plan.gd_steps, plan.gd_lr)]
     ceiling = None if plan.max_rho_ltilde is None else plan.max_rho_ltilde / model.ltilde
     step = first_phase = first_t = 0
