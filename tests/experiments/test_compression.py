@@ -220,6 +220,15 @@ def test_at_init_control_is_analysis_only_and_reads_the_untrained_network(name) 
         np.testing.assert_array_equal(control["feature_slope"].values, 0.0)  # error 1 (all ties) at every p
         assert not any(control["compressed_close_to_feature"].values)
         assert not any(control["cylinder_feature_below_lazy"].values)
+        # final_ntk_like_feature: the untrained output's error is 1, so the control is the median |ln ε_init NTK|
+        floor = 0.5 / cfg.n_test
+        init_ntk = np.maximum([results[f"p={p}"]["init_ntk"] for p in cfg.p_values], floor)
+        np.testing.assert_allclose(control["final_ntk_like_feature"].values,
+                                   np.median(np.abs(np.log(init_ntk)), axis=0))
+        ratio = np.maximum([results[f"p={p}"]["final_ntk"] for p in cfg.p_values], floor) / np.maximum(
+            [results[f"p={p}"]["feature"] for p in cfg.p_values], floor)
+        np.testing.assert_allclose(exp.analyse(cfg, results).measured["final_ntk_like_feature"].values,
+                                   np.median(np.abs(np.log(ratio)), axis=0))
 
 
 def test_momentum_flow_descends_the_softhinge_and_is_deterministic() -> None:
