@@ -220,6 +220,15 @@ def test_at_init_control_is_analysis_only_and_reads_the_untrained_network(name) 
         np.testing.assert_array_equal(control["feature_slope"].values, 0.0)  # error 1 (all ties) at every p
         assert not any(control["compressed_close_to_feature"].values)
         assert not any(control["cylinder_feature_below_lazy"].values)
+        # final_ntk_like_feature: the untrained output's error is 1, so the control is the median |ln ε_init NTK|
+        floor = 0.5 / cfg.n_test
+        init_ntk = np.maximum([results[f"p={p}"]["init_ntk"] for p in cfg.p_values], floor)
+        np.testing.assert_allclose(control["final_ntk_like_feature"].values,
+                                   np.median(np.abs(np.log(init_ntk)), axis=0))
+        ratio = np.maximum([results[f"p={p}"]["final_ntk"] for p in cfg.p_values], floor) / np.maximum(
+            [results[f"p={p}"]["feature"] for p in cfg.p_values], floor)
+        np.testing.assert_allclose(exp.analyse(cfg, results).measured["final_ntk_like_feature"].values,
+                                   np.median(np.abs(np.log(ratio)), axis=0))
 
 
 def test_momentum_flow_descends_the_softhinge_and_is_deterministic() -> None:
@@ -484,3 +493,21 @@ def test_extra_stripe_dimension_is_drawn_and_claims_stay_on_d5(name) -> None:
     else:
         assert any("d = 10" in line.get_label() for line in curves[0].lines)
     assert len(with_d10.metrics) == len(only_d5.metrics) + len(p_values)
+
+
+def test_amplification_extra_d_runs_adds_runs_without_rekeying_the_others(tmp_path) -> None:
+    """Fig. 5's further d (paper scale: ds_stripe = (5, 10)) toggled by extra_d_runs, an analysis-only field like
+    geomnist's d3_sweep: with it off the plan's runs (controls included) are those with it on less the d = 10 ones,
+    under the same keys, so switching it reuses every stored d = 5 stripe and cylinder run."""
+    from repdyn.runtime.reproduce import plan, tasks_for
+
+    def keys(extra: str) -> dict[str, str]:
+        plan_ = plan(["compression.amplification"], scale="paper", overrides={"extra_d_runs": extra},
+                     out=tmp_path)
+        return {task.key: task.label for task in tasks_for(plan_)}
+
+    on, off = keys("true"), keys("false")
+    assert set(off) < set(on)
+    assert sorted(set(on.values()) - set(off.values())) == sorted(f"stripe d=10 p={p}" for p in
+                                                                   (256, 411, 1024, 2048, 4640, 10000))
+    assert all(label.startswith("stripe d=10 ") for key, label in on.items() if key not in off)

@@ -48,7 +48,9 @@ class AmplificationConfig:
     ds_stripe: tuple[int, ...] = param((5, 10), ge=2, help="input dimensions of the stripe: the claims judge the "
                                                            "first, the others are drawn beside it (runs per "
                                                            "p_stripe, no claim); Fig. 5 shows d = 5 and 10")
-    extra_d_runs: bool = param(True, help="run the further d of ds_stripe (drawn only; the controls skip them)")
+    extra_d_runs: bool = param(True, analysis=True, help="run the further d of ds_stripe (drawn only; the controls "
+                                                         "skip them); analysis-only: it decides which runs exist, "
+                                                         "not what a run computes, so it is out of the run keys")
     d_cylinder: int = param(3, ge=3, help="input dimension of the cylinder model")
     n_seeds: int = param(20, ge=1, help="realisations of data + init per p, batched (Λ* scatters ~5× between them)")
     width: int = param(10000, ge=1, help="hidden width h")
