@@ -9,7 +9,8 @@ Two exact methods, chosen per parameter (``method="auto"``):
 - every other parameter: per-sample Jacobians from ``torch.func`` (``jacrev`` under ``vmap`` over chunks of
   inputs), flattened to (p·d_out, P) and contracted with one GEMM when the whole Jacobian fits in
   ``max_jacobian_bytes`` (p = 2048 inputs of a 10⁵-parameter model need 0.8 GiB in float32); otherwise block
-  by block, caching Jacobian chunks up to that size and recomputing the rest, so memory stays bounded.
+  by block, caching Jacobian chunks up to that size and recomputing the rest, in buffers allocated once, so
+  memory stays bounded (also under glibc's dynamic mmap threshold).
 
 ``method="jacobian"`` uses the second for everything. The model must treat inputs independently (no batch
 statistics), as in eval mode. Inputs may be integer token ids or a dict of tensors (:mod:`repdyn.probes.batch`):
