@@ -9,7 +9,8 @@ Two exact methods, chosen per parameter (``method="auto"``):
 - every other parameter: per-sample Jacobians from ``torch.func`` (``jacrev`` under ``vmap`` over chunks of
   inputs), flattened to (p·d_out, P) and contracted with one GEMM when the whole Jacobian fits in
   ``max_jacobian_bytes`` (p = 2048 inputs of a 10⁵-parameter model need 0.8 GiB in float32); otherwise block
-  by block, caching Jacobian chunks up to that size and recomputing the rest, so memory stays bounded.
+  by block, caching Jacobian chunks up to that size and recomputing the rest, in buffers allocated once, so
+  memory stays bounded (also under glibc's dynamic mmap threshold).
 
 ``method="jacobian"`` uses the second for everything. The model must treat inputs independently (no batch
 statistics), as in eval mode. Inputs may be integer token ids or a dict of tensors (:mod:`repdyn.probes.batch`):
@@ -143,32 +144,52 @@ def _jacobian_ntk(model: nn.Module, x: Batch, x2: Batch | None, params: list[str
         if not symmetric:
             return _gram(ja, _whole_jacobian(jac, x2, chunk_size, first), output)
         return _symmetric_gram(ja, output)
-    rows = chunks(x, chunk_size)
-    cols = chunks(x2, chunk_size)
-    cache: dict[int, Tensor] = {}
-    cached_bytes = 0
-    blocks: list[list[Tensor | None]] = [[None] * len(cols) for _ in rows]
-    for i, xa in enumerate(rows):
-        ja = cache[i] if symmetric and i in cache else jac(xa)
-        for j, xb in enumerate(cols):
-            if symmetric and j < i:
-                upper = blocks[j][i]
-                blocks[i][j] = upper.transpose(0, 1) if output == "trace" else upper.permute(1, 0, 3, 2)
+    return _blocked_jacobian_ntk(jac, x, x2, symmetric, output, chunk_size, max_jacobian_bytes, first)
+
+
+def _blocked_jacobian_ntk(jac: Callable[[Batch, Tensor | None], Tensor], x: Batch, x2: Batch, symmetric: bool,
+                          output: str, chunk_size: int, max_jacobian_bytes: int, first: Tensor) -> Tensor:
+    """The kernel block by block: Jacobian chunks of x2 kept in slots up to ``max_jacobian_bytes``, the others
+    recomputed for every block row. The kernel, the slots and one row and one column chunk are allocated before
+    the loop and written in place, so every block row allocates and frees the same transients. (Fresh chunk and
+    block tensors, alternating with long-lived ones, fragmented glibc's heap once its dynamic mmap threshold had
+    risen to a chunk's size: 2.2 GiB at a 0.05 GiB setting, measured in session 33.)"""
+    n, n2 = batch_length(x), batch_length(x2)
+    d = first.shape[1]
+    like = {"dtype": first.dtype, "device": first.device}
+    kernel = torch.empty((n, n2) if output == "trace" else (n, n2, d, d), **like)
+    chunk_shape = (chunk_size, *first.shape[1:])
+    # separate tensors, not views of one: the BLAS's rounding depends on the operands' alignment
+    slots = [torch.empty(chunk_shape, **like)
+             for _ in range(max_jacobian_bytes // (chunk_size * first[0].numel() * first.element_size()))]
+    scratch = {"row": torch.empty(chunk_shape, **like), "col": torch.empty(chunk_shape, **like)}
+    slot_of: dict[int, int] = {}  # chunk of x2 -> its slot
+    free = list(range(len(slots)))[::-1]
+
+    def jacobian(batch: Batch, index: slice, j: int | None, buffer: str) -> Tensor:
+        size = index.stop - index.start
+        if j is not None and j in slot_of:
+            return slots[slot_of[j]][:size]
+        if j is not None and free:
+            slot_of[j] = free.pop()
+            return jac(take(batch, index), slots[slot_of[j]][:size])
+        return jac(take(batch, index), scratch[buffer][:size])
+
+    blocks = [slice(start, min(start + chunk_size, n2)) for start in range(0, n2, chunk_size)]
+    for i, start in enumerate(range(0, n, chunk_size)):
+        rows = slice(start, min(start + chunk_size, n))
+        ja = jacobian(x, rows, i if symmetric else None, "row")
+        for j, cols in enumerate(blocks):
+            if symmetric and j < i:  # written as the transpose of block (j, i)
                 continue
-            if symmetric and j == i:
-                jb = ja
-            elif j in cache:
-                jb = cache[j]
-            else:
-                jb = jac(xb)
-            if j not in cache and cached_bytes + jb.numel() * jb.element_size() <= max_jacobian_bytes:
-                cache[j] = jb
-                cached_bytes += jb.numel() * jb.element_size()
-            blocks[i][j] = _gram(ja, jb, output)
-        if symmetric and i in cache:  # rows below i reuse block (i, j) transposed: chunk i is done
-            cached_bytes -= cache[i].numel() * cache[i].element_size()
-            del cache[i]
-    return torch.cat([torch.cat(row, dim=1) for row in blocks], dim=0)
+            jb = ja if symmetric and j == i else jacobian(x2, cols, j, "col")
+            block = _gram(ja, jb, output)
+            kernel[rows, cols] = block
+            if symmetric and j > i:
+                kernel[cols, rows] = block.transpose(0, 1) if output == "trace" else block.permute(1, 0, 3, 2)
+        if symmetric and i in slot_of:  # rows below i read block (i, j) transposed: chunk i is done
+            free.append(slot_of.pop(i))
+    return kernel
 
 
 def _linear_factors(model: nn.Module, x: Batch, linears: dict[str, nn.Module], chunk_size: int,
