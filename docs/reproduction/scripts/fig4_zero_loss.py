@@ -28,6 +28,54 @@ from repdyn.nn.hidden_layer import init_hidden_layer, train_gradient_flow
 from repdyn.theory.compression import classification_error
 
 
+def params(net) -> np.ndarray:
+    """(h, d + 2) = (ω, b, β) of the first trial of ``net``."""
+    return torch.cat([net.w[0], net.b[0, :, None], net.beta[0, :, None]], dim=1).cpu().numpy()
+
+
+def test_error(net, net0, xt: torch.Tensor, yt: torch.Tensor, memory_gb: float) -> float:
+    """Test error of the centred output f − f₀ (the sign of α(f − f₀))."""
+    f = network_output(net, xt, memory_gb) - network_output(net0, xt, memory_gb)
+    return float(classification_error(f, yt)[0])
+
+
+def run_seed(cfg: SingleNeuronConfig, seed: int, device: str, deadline: float, out: Path) -> None:
+    gen = generator(seed)
+    x, y = sample_manifold("stripe", cfg.p, 2, gen, batch=(1,), device=device)
+    net0 = init_hidden_layer(1, cfg.width, 2, gen, device=device)
+    xt, yt = sample_manifold("stripe", 10000, 2, gen, batch=(1,), device=device)
+    flow = dict(max_dgrad=cfg.max_dgrad, stop_fraction=cfg.fit_fraction)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    train_gradient_flow(net0, x, y, cfg.alpha, max_steps=50, record_every=0, **flow)  # warm-up
+    sync()
+    start = time.perf_counter()
+    train_gradient_flow(net0, x, y, cfg.alpha, max_steps=500, record_every=0, **flow)
+    sync()
+    per_step = (time.perf_counter() - start) / 500
+    max_steps = min(cfg.max_steps, int(deadline / per_step))
+    start = time.perf_counter()
+    res = train_gradient_flow(net0, x, y, cfg.alpha, max_steps=max_steps, trace_neurons=cfg.width,
+                              record_every=max(1, math.ceil(max_steps / 400)), **flow)
+    sync()
+    wall = time.perf_counter() - start
+    hist = {k: v[0].cpu().numpy() for k, v in res.history.items() if k != "neurons"}
+    zeta_trace = offset_along_e1(res.history["neurons"][0].cpu().numpy())  # (T, h)
+    start_p, star_p, end_p = params(net0), params(res.at_t_star), params(res.net)
+    np.savez_compressed(
+        out / f"fig4_seed{seed}.npz", seed=seed, p=cfg.p, width=cfg.width, alpha=cfg.alpha,
+        max_dgrad=cfg.max_dgrad, steps=res.steps, max_steps=max_steps, per_step_s=per_step, wall_s=wall,
+        stopped=bool(res.stopped[0]), t_star=float(res.t_star[0]), t_end=float(res.t[0]),
+        zeta_star=offset_along_e1(star_p), zeta_end=offset_along_e1(end_p),
+        w1_init=start_p[:, 0], w1_star=star_p[:, 0], w1_end=end_p[:, 0],
+        test_error_star=test_error(res.at_t_star, net0, xt, yt, cfg.memory_gb),
+        test_error_end=test_error(res.net, net0, xt, yt, cfg.memory_gb),
+        trace_t=hist["t"], trace_fitted=hist["fitted"], trace_loss=hist["loss"],
+        trace_lambda=hist["amplification"], zeta_trace=zeta_trace[::max(1, len(zeta_trace) // 100)])
+    print(f"seed {seed}: {res.steps} steps in {wall:.0f} s ({per_step * 1e3:.2f} ms/step), stopped="
+          f"{bool(res.stopped[0])}, fitted {hist['fitted'][-1]:.4f}, t*={float(res.t_star[0]):.4g}, "
+          f"t_end={float(res.t[0]):.4g}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cuda")
@@ -40,48 +88,7 @@ def main() -> None:
     cfg = SingleNeuronConfig(p=args.p, width=args.width)
     args.out.mkdir(parents=True, exist_ok=True)
     for seed in args.seeds:
-        gen = generator(seed)
-        x, y = sample_manifold("stripe", cfg.p, 2, gen, batch=(1,), device=args.device)
-        net0 = init_hidden_layer(1, cfg.width, 2, gen, device=args.device)
-        xt, yt = sample_manifold("stripe", 10000, 2, gen, batch=(1,), device=args.device)
-        flow = dict(max_dgrad=cfg.max_dgrad, stop_fraction=cfg.fit_fraction)
-        sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
-        train_gradient_flow(net0, x, y, cfg.alpha, max_steps=50, record_every=0, **flow)  # warm-up
-        sync()
-        start = time.perf_counter()
-        train_gradient_flow(net0, x, y, cfg.alpha, max_steps=500, record_every=0, **flow)
-        sync()
-        per_step = (time.perf_counter() - start) / 500
-        max_steps = min(cfg.max_steps, int(args.deadline / per_step))
-        every = max(1, math.ceil(max_steps / 400))
-        start = time.perf_counter()
-        res = train_gradient_flow(net0, x, y, cfg.alpha, max_steps=max_steps, trace_neurons=cfg.width,
-                                  record_every=every, **flow)
-        sync()
-        wall = time.perf_counter() - start
-
-        def params(net) -> np.ndarray:
-            return torch.cat([net.w[0], net.b[0, :, None], net.beta[0, :, None]], dim=1).cpu().numpy()
-
-        def test_error(net) -> float:
-            f = network_output(net, xt, cfg.memory_gb) - network_output(net0, xt, cfg.memory_gb)
-            return float(classification_error(f, yt)[0])
-
-        hist = {k: v[0].cpu().numpy() for k, v in res.history.items() if k != "neurons"}
-        zeta_trace = offset_along_e1(res.history["neurons"][0].cpu().numpy())  # (T, h)
-        start_p, star_p, end_p = params(net0), params(res.at_t_star), params(res.net)
-        np.savez_compressed(
-            args.out / f"fig4_seed{seed}.npz", seed=seed, p=cfg.p, width=cfg.width, alpha=cfg.alpha,
-            max_dgrad=cfg.max_dgrad, steps=res.steps, max_steps=max_steps, per_step_s=per_step, wall_s=wall,
-            stopped=bool(res.stopped[0]), t_star=float(res.t_star[0]), t_end=float(res.t[0]),
-            zeta_star=offset_along_e1(star_p), zeta_end=offset_along_e1(end_p),
-            w1_init=start_p[:, 0], w1_star=star_p[:, 0], w1_end=end_p[:, 0],
-            test_error_star=test_error(res.at_t_star), test_error_end=test_error(res.net),
-            trace_t=hist["t"], trace_fitted=hist["fitted"], trace_loss=hist["loss"],
-            trace_lambda=hist["amplification"], zeta_trace=zeta_trace[::max(1, len(zeta_trace) // 100)])
-        print(f"seed {seed}: {res.steps} steps in {wall:.0f} s ({per_step * 1e3:.2f} ms/step), stopped="
-              f"{bool(res.stopped[0])}, fitted {hist['fitted'][-1]:.4f}, t*={float(res.t_star[0]):.4g}, "
-              f"t_end={float(res.t[0]):.4g}", flush=True)
+        run_seed(cfg, seed, args.device, args.deadline, args.out)
 
 
 if __name__ == "__main__":
