@@ -124,22 +124,44 @@ def test_last_layer_claims_read_the_untrained_network_under_the_control() -> Non
                                   [results[r.label]["final_ll_curve"] for r in EXP.runs(cfg)])
 
 
-def test_last_layer_errors_are_fig8s_and_computed_with_several_p_only() -> None:
-    """One p (quick): the last layer's kernel is analysed (PCA, components, TwoNN) but its test error, a point of
-    Fig. 8's curve, is not computed; with several p it is, for both networks, and Fig. 8 draws it."""
+def test_last_layer_errors_are_fig8s_at_one_p_and_several() -> None:
+    """Both networks' last-layer test errors are computed at one p (last_layer_between reads them) and with
+    several p, where Fig. 8 draws them; the metrics carry the averages."""
     cfg = dataclasses.replace(EXP.config("smoke"), n_inits=1)
     single = EXP.execute(cfg, EXP.runs(cfg)[0], 3, "cpu")
-    assert "final_ll_error" not in single and "final_ll_dim" in single and "init_ll_pcs" in single
+    assert 0 <= single["init_ll_error"] <= 1 and 0 <= single["final_ll_error"] <= 1
+    assert EXP.analyse(cfg, {EXP.runs(cfg)[0].label: single}).metrics[0]["final_last_layer"] == single[
+        "final_ll_error"]
     several = dataclasses.replace(cfg, ps=(48, 64))
     results = {r.label: EXP.execute(several, r, 3, "cpu") for r in EXP.runs(several)}
-    for run in results.values():
-        assert 0 <= run["init_ll_error"] <= 1 and 0 <= run["final_ll_error"] <= 1
     analysis = EXP.analyse(several, results)
     labels = [line.get_label() for line in analysis.figures["learning_curves"].axes[0].lines]
     assert "final last layer" in labels and "init last layer" in labels
     assert [row["final_last_layer"] for row in analysis.metrics] == [results[f"p={p},init=0"]["final_ll_error"]
                                                                      for p in (48, 64)]
-    assert "final_last_layer" not in EXP.analyse(cfg, {EXP.runs(cfg)[0].label: single}).metrics[0]
+
+
+def test_last_layer_between_counts_test_images_inside_network_to_init_ntk() -> None:
+    """The measure by hand (errors of 1000 test images): inside by 3 and 5 images -> 3; as good as the network -> 0;
+    worse than the initial NTK -> negative. In the analysis it is recomputed from the stored errors, and under
+    at_init it reads the untrained network's last layer against the same (trained) network and initial NTK."""
+    from repdyn.experiments.compression.real_images import last_layer_between
+    np.testing.assert_array_equal(
+        last_layer_between(np.array([0.083, 0.080, 0.130]), np.array([0.080, 0.080, 0.080]),
+                           np.array([0.088, 0.120, 0.120]), np.array([1000, 1000, 1000])), [3, 0, -10])
+    cfg = EXP.config("smoke")
+    results = {run.label: EXP.execute(cfg, run, 3, "cpu") for run in EXP.runs(cfg)}
+    runs = [results[r.label] for r in EXP.runs(cfg)]
+
+    def by_hand(ll_key: str) -> list[float]:
+        n = [r["n_test"] for r in runs]
+        return [min(round(m * r[ll_key]) - round(m * r["network"]), round(m * r["init_error"]) - round(m * r[ll_key]))
+                for m, r in zip(n, runs, strict=True)]
+
+    np.testing.assert_array_equal(EXP.analyse(cfg, results).measured["last_layer_between"].values,
+                                  by_hand("final_ll_error"))
+    np.testing.assert_array_equal(EXP.analyse(dataclasses.replace(cfg, at_init=True), results)
+                                  .measured["last_layer_between"].values, by_hand("init_ll_error"))
 
 
 JACOBIANS_CAP_SETUP = """
