@@ -282,7 +282,7 @@ def train_gradient_flow(net: HiddenLayerNet, x: torch.Tensor, y: torch.Tensor, a
     a GPU). A stopped trial takes zero steps, so syncing later only repeats its final state in the records. Where
     the host looks at every step (``sync_every=1``) it also skips the selects that would change nothing: the
     accept selects when every trial accepts (~70 % of the steps of a 10-trial batch), the t* selects when no trial
-    reaches t*, the running mask when every trial runs (the same bits; ~20 % of a step at p = 128). The
+    reaches t*, the running mask when every trial runs (the same bits; 10-20 % of a step at p = 128). The
     weights' dtype is the computation's (float32 suffices for the network); times are kept in float64.
 
     ``record_every``: steps between the history's records; 0 records none (the history is empty, the loss of a
