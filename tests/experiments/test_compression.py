@@ -86,9 +86,11 @@ def test_buffered_integrator_keeps_the_numbers_of_the_allocating_one() -> None:
 
 
 def test_sync_every_changes_only_the_step_count() -> None:
-    """Looking at the device only every K steps (the GPU path) gives the same trajectories on the CPU."""
+    """Looking at the device only every K steps (the GPU path) gives the same trajectories on the CPU; so do the
+    selects that looking at every step skips (every trial accepts, none reaches t*, all run)."""
     a, b = _stripe_flow(), _stripe_flow(sync_every=64)
-    for got, want in ((a.t, b.t), (a.t_star, b.t_star), (a.net.w, b.net.w), (a.lambda_max, b.lambda_max)):
+    for got, want in ((a.t, b.t), (a.t_star, b.t_star), (a.net.w, b.net.w), (a.net.beta, b.net.beta),
+                      (a.lambda_max, b.lambda_max), (a.lambda_star, b.lambda_star), (a.at_t_star.w, b.at_t_star.w)):
         torch.testing.assert_close(got, want, rtol=0, atol=0)
 
 
