@@ -260,13 +260,13 @@ def _former_loop(net, x, y, alpha, max_dgrad, max_steps, d_parallel=1, max_dout=
     the fast loop."""
     import math
 
-    from repdyn.nn.hidden_layer import _stack_params, _Workspace, hinge_loss
+    from repdyn.nn.hidden_layer import _Workspace, hinge_loss, stack_params
     from repdyn.theory.compression import amplification
     h = net.w.shape[1]
     dgrad_free_dt = h * math.sqrt(net.w.shape[2] / 2) / 160
     y = y.to(x.dtype)
     ws = _Workspace(x, y, alpha, h)
-    theta = _stack_params(net).to(x.dtype)
+    theta = stack_params(net).to(x.dtype)
     ws.f0 = ws.direction(theta)[0].clone()
     out, grad = ws.direction(theta)[:2]
     dt = torch.ones(x.shape[0], dtype=torch.float64)
@@ -312,7 +312,7 @@ def _former_loop(net, x, y, alpha, max_dgrad, max_steps, d_parallel=1, max_dout=
 def test_fast_loop_is_bitwise_the_former_one(dtype) -> None:
     """Session 29: the loop reuses the margins and active set of the direction, keeps each step's (S,) tensors as
     its record and runs in inference mode; every number is that of the former loop, bit for bit."""
-    from repdyn.nn.hidden_layer import _stack_params
+    from repdyn.nn.hidden_layer import stack_params
     gen = torch.Generator().manual_seed(4)
     x, y = sample_manifold("stripe", 96, 5, gen, batch=(3,))
     net0 = init_hidden_layer(3, 40, 5, gen)
@@ -320,7 +320,7 @@ def test_fast_loop_is_bitwise_the_former_one(dtype) -> None:
     theta, t, t_star, lam_star, lam_max, records = _former_loop(net0, x.to(dtype), y, 1e-4, 1e-2, 600)
     res = train_gradient_flow(net0, x.to(dtype), y, 1e-4, max_dgrad=1e-2, max_steps=600)
     assert bool(torch.isfinite(t_star).any()), "t* should be reached: the case must test its update"
-    assert torch.equal(_stack_params(res.net), theta) and torch.equal(res.t, t)
+    assert torch.equal(stack_params(res.net), theta) and torch.equal(res.t, t)
     for got, want in ((res.t_star, t_star), (res.lambda_star, lam_star), (res.lambda_max, lam_max)):
         assert torch.equal(got.nan_to_num(-1), want.nan_to_num(-1))
     for i, key in enumerate(("t", "amplification", "fitted", "loss", "dt")):
@@ -333,7 +333,7 @@ def test_flow_without_records_keeps_every_number(dtype) -> None:
     hinge loss; the weights, t, t*, Λ*, Λ_max, the stop flags and the step count are the same bits, with compaction
     (the trials stop at different steps) and without. The loop keeps ‖g‖ of the accepted gradient instead of
     recomputing it: test_fast_loop_is_bitwise_the_former_one checks that against the former loop."""
-    from repdyn.nn.hidden_layer import _stack_params
+    from repdyn.nn.hidden_layer import stack_params
     gen = torch.Generator().manual_seed(5)
     x, y = sample_manifold("stripe", 64, 5, gen, batch=(4,))
     net0 = init_hidden_layer(4, 30, 5, gen)
@@ -346,8 +346,8 @@ def test_flow_without_records_keeps_every_number(dtype) -> None:
         assert without.steps == with_records.steps
         if stop < 1:
             assert int(with_records.stopped.sum()) >= 2, "half the trials must stop (the batch is compacted)"
-        assert torch.equal(_stack_params(without.net), _stack_params(with_records.net))
-        assert torch.equal(_stack_params(without.at_t_star), _stack_params(with_records.at_t_star))
+        assert torch.equal(stack_params(without.net), stack_params(with_records.net))
+        assert torch.equal(stack_params(without.at_t_star), stack_params(with_records.at_t_star))
         for name in ("t", "t_star", "lambda_star", "lambda_max", "stopped"):
             assert torch.equal(getattr(without, name).nan_to_num(-1), getattr(with_records, name).nan_to_num(-1)), name
     with pytest.raises(ValueError, match="trace_neurons"):

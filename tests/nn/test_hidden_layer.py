@@ -50,7 +50,7 @@ def test_integrator_workspace_direction_equals_the_closed_form() -> None:
     """The integrator's buffered direction (one (S, p, h) buffer, products with the buffer on the right) gives
     hinge_descent_direction's f̃ and −∇L to rounding, on a state where some points are fitted and others not, and
     with them the margins α y f̃ and the hinge's active set of its f̃ exactly."""
-    from repdyn.nn.hidden_layer import _stack_params, _Workspace
+    from repdyn.nn.hidden_layer import _Workspace, stack_params
 
     net, x, y = _setup(n_trials=3, h=50, d=4, p=60)
     f0 = hidden_layer_output(net, x)
@@ -61,10 +61,10 @@ def test_integrator_workspace_direction_equals_the_closed_form() -> None:
     assert 0.1 < float(fitted) < 0.9
     ws = _Workspace(x, y, alpha, 50)
     ws.f0 = f0
-    got_f, got, margins, active = ws.direction(_stack_params(moved))
+    got_f, got, margins, active = ws.direction(stack_params(moved))
     torch.testing.assert_close(got_f, f_c, rtol=1e-12, atol=1e-14)
     assert torch.equal(margins, alpha * y * got_f) and torch.equal(active, margins < 1)
-    want = _stack_params(direction)
+    want = stack_params(direction)
     torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-15)
 
 

@@ -24,13 +24,8 @@ import torch
 from repdyn.data.manifolds import sample_manifold
 from repdyn.experiments.compression.common import generator, network_output
 from repdyn.experiments.compression.single_neuron import SingleNeuronConfig, offset_along_e1
-from repdyn.nn.hidden_layer import init_hidden_layer, train_gradient_flow
+from repdyn.nn.hidden_layer import init_hidden_layer, stack_params, train_gradient_flow
 from repdyn.theory.compression import classification_error
-
-
-def params(net) -> np.ndarray:
-    """(h, d + 2) = (ω, b, β) of the first trial of ``net``."""
-    return torch.cat([net.w[0], net.b[0, :, None], net.beta[0, :, None]], dim=1).cpu().numpy()
 
 
 def test_error(net, net0, xt: torch.Tensor, yt: torch.Tensor, memory_gb: float) -> float:
@@ -60,7 +55,7 @@ def run_seed(cfg: SingleNeuronConfig, seed: int, device: str, deadline: float, o
     wall = time.perf_counter() - start
     hist = {k: v[0].cpu().numpy() for k, v in res.history.items() if k != "neurons"}
     zeta_trace = offset_along_e1(res.history["neurons"][0].cpu().numpy())  # (T, h)
-    start_p, star_p, end_p = params(net0), params(res.at_t_star), params(res.net)
+    start_p, star_p, end_p = (stack_params(n)[0].cpu().numpy() for n in (net0, res.at_t_star, res.net))
     np.savez_compressed(
         out / f"fig4_seed{seed}.npz", seed=seed, p=cfg.p, width=cfg.width, alpha=cfg.alpha,
         max_dgrad=cfg.max_dgrad, steps=res.steps, max_steps=max_steps, per_step_s=per_step, wall_s=wall,

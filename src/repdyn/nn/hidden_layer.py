@@ -235,7 +235,9 @@ def _check(finite: torch.Tensor, step: int) -> None:
         raise Diverged(step, "network output")
 
 
-def _stack_params(net: HiddenLayerNet) -> torch.Tensor:
+def stack_params(net: HiddenLayerNet) -> torch.Tensor:
+    """Every neuron's parameters as one (S, h, d + 2) tensor (ω, b, β): the integrator's θ and the layout of its
+    traced neurons."""
     return torch.cat([net.w, net.b.unsqueeze(-1), net.beta.unsqueeze(-1)], dim=-1)
 
 
@@ -305,7 +307,7 @@ def train_gradient_flow(net: HiddenLayerNet, x: torch.Tensor, y: torch.Tensor, a
         dgrad_free_dt = h * math.sqrt(net.w.shape[2] / 2) / 160
     y = y.to(x.dtype)
     ws = _Workspace(x, y, alpha, h)
-    theta = _stack_params(net).to(x.dtype)
+    theta = stack_params(net).to(x.dtype)
     f0, *_ = ws.direction(theta)
     ws.f0 = f0.clone()
     out, grad, margins, active = ws.direction(theta)

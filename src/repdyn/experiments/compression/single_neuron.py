@@ -8,7 +8,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 from matplotlib.figure import Figure
 from scipy import integrate
 
@@ -17,7 +16,7 @@ from repdyn.experiments.base import Analysis, Experiment, RunResult, RunSpec
 from repdyn.experiments.claims import ClaimSpec, Holds, Measured, at_most
 from repdyn.experiments.compression.common import GIB, UNTRAINED, generator
 from repdyn.experiments.config import param
-from repdyn.nn.hidden_layer import init_hidden_layer, train_gradient_flow
+from repdyn.nn.hidden_layer import init_hidden_layer, stack_params, train_gradient_flow
 from repdyn.theory.compression import (
     STRIPE_X_MAX,
     STRIPE_X_MIN,
@@ -155,7 +154,7 @@ class SingleNeuron(Experiment):
         ode = _neuron_ode(net_traj[:, 0, :2], net_traj[:, 0, 2], net_traj[:, 0, 3], config.width,
                           x[0].cpu().numpy(), y[0].cpu().numpy(), times[keep])
         thin = np.unique(np.linspace(0, len(all_times) - 1, min(400, len(all_times))).astype(int))
-        end = torch.cat([res.net.w[0], res.net.b[0, :, None], res.net.beta[0, :, None]], dim=1).cpu().numpy()
+        end = stack_params(res.net)[0].cpu().numpy()
         return {"t": times[keep], "network": net_traj, "ode": ode, "t_star": float(res.t_star[0]),
                 "stopped": res.stopped.cpu().numpy(), "end": end, "fitted_end": float(fitted[-1]),
                 "run_t": all_times[thin], "run_fitted": fitted[thin],
