@@ -34,7 +34,6 @@ from repdyn.experiments.elastic_sde.common import (
 from repdyn.theory import elastic_sde as es
 from repdyn.theory import elasticity_estimators as ee
 
-
 D3_SIZES = (80, 480, 600, 4800)
 """Fig. D.3's per-class training sample sizes n_tr (App. D.2)."""
 D3_WINDOW = 151
