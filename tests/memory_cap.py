@@ -22,15 +22,13 @@ else:
 """
 
 
-def outcome_under_cap(folder: Path, setup: str, call: str, headroom: int, arg: str, *,
-                      env: dict[str, str] | None = None,
-                      timeout: float = 300) -> str:
+def outcome_under_cap(folder: Path, setup: str, call: str, headroom: int, arg: str, *, timeout: float = 300) -> str:
     """Run ``setup`` (imports, inputs: uncapped), cap the address space at what the process then maps plus
     ``headroom`` bytes, run ``call`` (one or more lines; ``sys.argv[1]`` is ``arg``) and return "fits" or
-    "out of memory". One torch thread; ``env`` adds variables."""
+    "out of memory". One torch thread."""
     script = folder / "cap.py"
     body = "\n".join("    " + line for line in call.strip().splitlines())
     script.write_text(SCRIPT.format(setup=setup.strip(), headroom=headroom, call=body))
-    environment = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
+    environment = {**os.environ, "OMP_NUM_THREADS": "1"}
     return subprocess.run([sys.executable, str(script), arg], capture_output=True, text=True, env=environment,
                           check=True, timeout=timeout).stdout.strip()
