@@ -87,9 +87,9 @@ class KernelSpline(Experiment):
             return self._gd(config, x, y, rng, device)
         grid, cubic, linear = hull(x, y)
         s_rf = kr.kernel_interpolant(kr.uniform_rf_kernel, x, y)(grid)
-        d_rf, d_cub, curves = [], [], []
+        d_rf, d_cub, curves, residual = [], [], [], []
         for k in range(config.seeds):
-            row_rf, row_cub = [], []
+            row_rf, row_cub, row_fit = [], [], []
             for m in config.widths:
                 a, b, c0 = paired_base(m, rng, config.c_scale)
                 alpha = np.sqrt(m)
@@ -98,11 +98,14 @@ class KernelSpline(Experiment):
                 f = evaluate(grid, a[None], b[None], c[None], np.array([alpha]))[0]
                 row_rf.append(sr.rms_distance(f, s_rf))
                 row_cub.append(sr.rms_distance(f, cubic))
+                row_fit.append(sr.rms_distance(sr.network(x, a, b, c, alpha), y))
                 if k == 0:
                     curves.append(f)
             d_rf.append(row_rf)
             d_cub.append(row_cub)
+            residual.append(row_fit)
         return {"widths": np.array(config.widths), "d_rf": np.array(d_rf), "d_cub": np.array(d_cub),
+                "fit": np.array(residual) / sr.rms_distance(cubic, linear),
                 "f": np.array(curves), "s_rf": s_rf, "rf_to_cubic": float(sr.rms_distance(s_rf, cubic)),
                 "cubic_to_linear": float(sr.rms_distance(cubic, linear))}
 

@@ -95,7 +95,7 @@ class KernelVariants(Experiment):
         s_g = kr.kernel_interpolant(kr.gaussian_rf_kernel, x, y)(grid)
         m = config.gaussian_width
         alpha = np.sqrt(m)
-        to_g, to_cub, curves = [], [], []
+        to_g, to_cub, curves, residual = [], [], [], []
         for _ in range(config.seeds):
             half = rng.normal(size=(2, m // 2)) if config.gaussian_init else rng.uniform(-1, 1, (2, m // 2))
             c_half = config.c_scale * rng.uniform(-1, 1, m // 2) / alpha
@@ -105,8 +105,10 @@ class KernelVariants(Experiment):
             f = evaluate(grid, a[None], b[None], c[None], np.array([alpha]))[0]
             to_g.append(sr.rms_distance(f, s_g))
             to_cub.append(sr.rms_distance(f, cubic))
+            residual.append(sr.rms_distance(sr.network(x, a, b, c, alpha), y))
             curves.append(f)
         return {"to_gaussian": np.array(to_g), "to_cubic": np.array(to_cub), "f": curves[0], "s_g": s_g,
+                "fit": np.array(residual) / sr.rms_distance(s_g, cubic),
                 "g_to_cubic": float(sr.rms_distance(s_g, cubic))}
 
     def _all_layers(self, config: KernelVariantsConfig, x: np.ndarray, y: np.ndarray, rng: np.random.Generator,
