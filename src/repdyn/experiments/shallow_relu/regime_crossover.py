@@ -351,7 +351,8 @@ class RegimeCrossover(Experiment):
                      "K_eps": float(r["limit_K"]), "fit_rms_over_sep": float(r["limit_fit"]), "steps": -1}
                     for k, r in enumerate(runs)]
         metrics += [{"seed": k, "lambda": "+∞ (converge)", "D": float(r["D"][-1]),
-                     "D_shape": float(r["D_shape"][-1]), "N_eff": float(r["N_eff"][-1]), "K_eps": float(r["K"][-1]), "q_end": float(r["q"][-1]),
+                     "D_shape": float(r["D_shape"][-1]), "N_eff": float(r["N_eff"][-1]), "K_eps": float(r["K"][-1]),
+                     "q_end": float(r["q"][-1]),
                      "fit_rms_over_sep": float(r["fit"][-1]), "dead_negative_neurons": float(r["dead_negative"][-1]),
                      "steps": config.converge_steps} for k, r in enumerate(converged)]
         notes = (f"Data {config.dataset}, m = {config.width}, α = √m, c⁰ = ({config.c_scale}/√m) U(−1, 1) with "
