@@ -65,9 +65,9 @@ def fit_residual(x: np.ndarray, y: np.ndarray, a: np.ndarray, b: np.ndarray, c: 
 
 
 FITTED = 0.1
-"""The fitted-state precondition of every D-based claim: rms/sep ≤ 0.1. A residual of 0.1 of the separation moves
-f at the samples by a tenth of the distance between the two splines, so it can shift D by about 0.1 at most near
-the samples; the D bands (≤ 0.25, ≥ 0.75) sit 0.25 from the midpoint 0.5."""
+"""The fitted-state precondition of every D-based claim: rms/sep ≤ 0.1. D = d_cub/(d_cub + d_lin) with
+d_cub + d_lin ≥ sep, so a change of f of RMS ε moves D by at most ε/sep to first order: a residual of 0.1 sep
+leaves D within about 0.1 of the interpolating shape; the D bands (≤ 0.25, ≥ 0.75) sit 0.25 from the midpoint."""
 
 
 def dead_fraction(x: np.ndarray, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
