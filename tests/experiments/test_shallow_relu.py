@@ -157,6 +157,10 @@ def test_crossover_trains_every_level_alike_and_reads_the_adaptive_end_on_conver
                                np.minimum(-sweep["q"][:, 1], sweep["q"][:, 3]))
     special = ("−∞ (exact limit)", "+∞ (converge)")
     assert {row["steps"] for row in analysis.metrics if row["lambda"] not in special} == {40}
+    assert [r.label for r in exp.runs(exp.config("full"))] == [  # η/2 twins and converge runs per ensemble
+        "seeds=0", "seeds=1", "seeds=0:half", "seeds=1:half", "seeds=0:converge", "seeds=1:converge"]
+    with pytest.raises(ConfigError, match="twin_seeds"):
+        exp.prepare(apply_overrides(exp.config("smoke"), {"twin_seeds": "11"}))
     for bad in ("-100,0,0", "-100,inf"):
         with pytest.raises(ConfigError, match="ratios"):
             exp.prepare(apply_overrides(exp.config("smoke"), {"ratios": bad}))
