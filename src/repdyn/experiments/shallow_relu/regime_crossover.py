@@ -214,8 +214,8 @@ class RegimeCrossover(Experiment):
                                "10000 epochs (quick, 10 seeds) and with δ = +∞ trained on for 200000 GD steps at η = "
                                "0.5/λ_max (full, 20 seeds)",
                       measured="10000 steps: no network fits (rms/sep 3.9-5.3), D 0.55; 200000 steps: 2 of 20 fit "
-                               "(rms/sep 0.047, 0.080; D 0.38, 0.36), 3 are close (0.108-0.119; D 0.34-0.40), 12 "
-                               "stall at a stationary point (rms/sep 0.49-0.56) and the others between; every seed "
+                               "(rms/sep 0.047, 0.080; D 0.38, 0.36), 3 are close (0.108-0.119; D 0.34-0.40), 13 "
+                               "stall at a stationary point (rms/sep 0.49-0.56), one at 0.28, one at 4.4; every seed "
                                "has D = 0.34-0.53, nearer the cubic spline than the linear interpolant",
                       ruled_out="the flow time as far as 200000 steps (D moves away from 1 as training goes on: 0.55 "
                                 "at 10000 steps, 0.48-0.62 at 60000, 0.34-0.53 at 200000); the step size (the η/2 "
