@@ -140,7 +140,7 @@ def test_crossover_trains_every_level_alike_and_reads_the_adaptive_end_on_conver
     assert [r.label for r in exp.runs(cfg)] == ["seeds=0", "seeds=0:converge"]
     results = {r.label: exp.execute(cfg, r, 11, "cpu") for r in exp.runs(cfg)}
     sweep, converge = results["seeds=0"], results["seeds=0:converge"]
-    assert sweep["lambdas"].tolist() == [-np.inf, -100.0, 0.0, 100.0, np.inf]
+    assert sweep["lambdas"].tolist() == [-np.inf, -1e4, 0.0, 1e4, np.inf]
     assert converge["lambdas"].tolist() == [np.inf]
     x, _ = univariate_samples(cfg.dataset)
     a0, b0, _ = paired_base(cfg.width, np.random.default_rng([11, 0]), cfg.c_scale)
@@ -149,10 +149,11 @@ def test_crossover_trains_every_level_alike_and_reads_the_adaptive_end_on_conver
     np.testing.assert_array_equal(sweep["q"].shape, (2, 5))
     assert np.all(sweep["q"][:, 1] < 0) and np.all(sweep["q"][:, 3] > 0)
     analysis = exp.analyse(cfg, results)
-    fits = converge["fit"][:, 0] <= 0.1  # judged only where the δ = +∞ network fits
+    fits = converge["fit"][:, 0] <= 0.1  # judged only where the δ = +∞ network fits (every seed where none does)
+    fits = fits if fits.any() else np.ones_like(fits)
     np.testing.assert_allclose(analysis.measured["adaptive_end_linear"].values, converge["D"][fits, 0])
     np.testing.assert_allclose(analysis.states["adaptive_end_fit"].values, converge["fit"][fits, 0])
-    assert analysis.states["adaptive_fitted_seeds"].values == (float(fits.sum()),)
+    assert analysis.states["adaptive_fitted_seeds"].values == (float(np.sum(converge["fit"][:, 0] <= 0.1)),)
     np.testing.assert_allclose(analysis.states["regime_span"].values,
                                np.minimum(-sweep["q"][:, 1], sweep["q"][:, 3]))
     special = ("−∞ (exact limit)", "+∞ (converge)")
