@@ -18,7 +18,7 @@ Usage (the authors' checkout is only read; nothing of it is copied):
 
     git clone -b compressing_invariant_manifolds https://github.com/mariogeiger/feature_lazy AUTHORS
     PYTHONPATH=src python docs/reproduction/scripts/omega1_authors_formula.py --authors AUTHORS [--width 100]
-        [--steps 4000] [--seeds 6] [--seed 0]
+        [--steps 4000] [--seeds 6] [--seed 0] [--at-t-star]
 
 ``symeig`` was removed from torch after 1.x; on such a torch the script gives ``Tensor.symeig`` the replacement that
 torch's own error message names (``torch.linalg.eigh(A, UPLO='U')``, symeig's default ``upper=True``), so the authors'
@@ -50,6 +50,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=4000, help="iteration cap of the training (quick: 4000)")
     parser.add_argument("--seeds", type=int, default=6, help="realisations, batched (quick: 6)")
     parser.add_argument("--seed", type=int, default=0, help="base seed of `repdyn reproduce` (quick: 0)")
+    parser.add_argument("--at-t-star", action="store_true", help="the kernel of the network at t* (10 %% fitted) "
+                        "instead of at the end of training")
     args = parser.parse_args(argv)
     kernels = Path(args.authors) / "kernels.py"
     if not kernels.is_file():
@@ -97,13 +99,15 @@ def main(argv: list[str] | None = None) -> None:
                          history=False)
     xk, yk = sample_manifold("stripe", p, d, gen, batch=(args.seeds,), device="cpu")
     rows = ntk_rows(args.width, p, 16.0)
+    net = res.at_t_star if args.at_t_star else res.net
     print(f"stripe d = {d}, p = {p}, h = {args.width}, α = {alpha:g}, {args.steps} steps; t/t* per realisation "
           f"{np.round((res.t / res.t_star).numpy(), 2).tolist()}")
     keys = ("repdyn", "authors", "authors_ascending", "mode2_authors", "centred_exploratory", "v1_dot_1")
     for name, (xs, ys) in (("kernel set", (xk, yk)), ("training set", (x, y))):
-        table = np.array([[shares(trial_ntk(res.net, s, xs[s], xs[s], rows), ys[s], eigenvectors)[k] for k in keys]
+        table = np.array([[shares(trial_ntk(net, s, xs[s], xs[s], rows), ys[s], eigenvectors)[k] for k in keys]
                           for s in range(args.seeds)])
-        print(f"\nfinal NTK on the {name}: mode 1's share of the top ten modes' label projection")
+        kernel = "NTK at t*" if args.at_t_star else "final NTK"
+        print(f"\n{kernel} on the {name}: mode 1's share of the top ten modes' label projection")
         print("realisation  " + "  ".join(f"{k:>19}" for k in keys))
         for s, row in enumerate(table):
             print(f"{s:>11}  " + "  ".join(f"{v:19.4f}" for v in row))
