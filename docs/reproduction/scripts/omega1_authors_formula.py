@@ -9,7 +9,8 @@ share of the top ten modes' label projection, ω₁²/Σ_{r≤10} ω_r², in sev
 * repdyn: ``repdyn.probes.kernel_pca`` (uncentred, descending, ω_r = v_r·y/√p), the claim's value;
 * authors: ``eigenvectors(k, y)`` from the authors' kernels.py (uncentred ``symeig``, ascending, ω_r = v_r·y), ranked
   from the top (its last ten entries);
-* authors, ascending: the same output read from the bottom (its first ten entries), the other possible indexing;
+* authors, ascending: the same output read from the bottom (its first ten entries), the other possible indexing,
+  and those ten modes' whole label projection as a fraction of ‖y‖² (bottom_ten_of_y2);
 * centred: the same share for H K H, H = I − 11ᵀ/p. An exploratory reading chosen after the fact; it is not the
   released code's definition and not a claim;
 * |v₁·1|/√p: how close the uncentred mode 1 is to the constant vector (1: constant).
@@ -87,6 +88,7 @@ def shares(gram: torch.Tensor, y: torch.Tensor, eigenvectors) -> dict[str, float
     v1 = top[:, -1].numpy()
     return {"repdyn": ours[0] / ours.sum(), "authors": proj[-1] / proj[-N_MODES:].sum(),
             "authors_ascending": proj[0] / proj[:N_MODES].sum(), "mode2_authors": proj[-2] / proj[-N_MODES:].sum(),
+            "bottom_ten_of_y2": proj[:N_MODES].sum() / float((y.double() ** 2).sum()),
             "centred_exploratory": centred[0] / centred.sum(), "v1_dot_1": abs(v1.sum()) / np.sqrt(len(v1))}
 
 
@@ -102,7 +104,8 @@ def main(argv: list[str] | None = None) -> None:
     net = res.at_t_star if args.at_t_star else res.net
     print(f"stripe d = {d}, p = {p}, h = {args.width}, α = {alpha:g}, {args.steps} steps; t/t* per realisation "
           f"{np.round((res.t / res.t_star).numpy(), 2).tolist()}")
-    keys = ("repdyn", "authors", "authors_ascending", "mode2_authors", "centred_exploratory", "v1_dot_1")
+    keys = ("repdyn", "authors", "authors_ascending", "mode2_authors", "bottom_ten_of_y2", "centred_exploratory",
+            "v1_dot_1")
     for name, (xs, ys) in (("kernel set", (xk, yk)), ("training set", (x, y))):
         table = np.array([[shares(trial_ntk(net, s, xs[s], xs[s], rows), ys[s], eigenvectors)[k] for k in keys]
                           for s in range(args.seeds)])
