@@ -246,7 +246,7 @@ class LearningCurves(Experiment):
 
     def runs(self, config: LearningCurveConfig) -> list[RunSpec]:
         # network runs: independent data and initialisation at each p (the design feature_slope was established
-        # with; nested sets gave a higher exponent we could not explain, see docs/reproduction/003.md); lazy-only
+        # with; nested sets gave a higher exponent, not explained); lazy-only
         # runs: one seed per curve, nested training sets and one test set (common random numbers)
         # cylinder runs (Fig. 7 bottom): independent data and initialisation at each p, like the stripe's;
         # network runs in the extra dimensions (Fig. 2's d = 10): the same per p, labelled by d

@@ -253,6 +253,6 @@ class SingleNeuron(Experiment):
                               "paper's sentence (the neurons leave their t* fixed points); interface_ratio_median (the "
                               "grown neurons' median distance of ζ₁ to the nearest stripe interface at the end over "
                               "the same at t*) measures the digest's reading 'to the stripe edges', not claimed "
-                              "(docs/reproduction/003.md, session 34: at p = h = 10⁴ and 99 % fitted, 0.50-0.53).")
+                              "(docs/reproduction/003.md, What is open: at p = h = 10⁴ and 99 % fitted, 0.50-0.53).")
 
 
