@@ -91,7 +91,7 @@ def _execute_with_progress(plan_: Plan, jobs: int, cluster: str | None, force: b
             progress.update(bar, total=todo, description=f"runs ({total - todo} of {total} stored)")
 
         def on_done(task: Any, status: str) -> None:
-            progress.update(bar, advance=1, description=f"{task.experiment} {task.label}: {status}")
+            progress.update(bar, advance=1, description=f"{task.title}: {status}")
 
         current: list[Any] = []
 

@@ -30,6 +30,7 @@ from repdyn.experiments.verdicts import evaluate, skip
 from repdyn.runtime import registry
 from repdyn.runtime.atomic import atomic_write_text
 from repdyn.runtime.executors import check_executor, run_local, run_tasks, threads_per_job
+from repdyn.runtime.progress import collecting_warnings
 from repdyn.runtime.store import ResultStore, StoredRun, derive_seed, run_key
 from repdyn.runtime.tasks import Task, execute_task
 
@@ -84,6 +85,8 @@ class ExperimentOutcome:
     runs: list[dict[str, Any]]  # label, status, seconds, step
     notes: str = ""
     errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    """Python warnings raised by its runs and its analysis (collected here, not printed)."""
     analysis_seconds: float = 0.0
     """CPU-seconds of this process spent reading the stored runs, analysing them and drawing the figures."""
 
@@ -150,7 +153,7 @@ def _prepare(experiment: Experiment, config: Any) -> str | None:
 
 
 def _variant_tasks(plan_: Plan, item: PlannedExperiment, config: Any, jobs: int,
-                   progress_every: float = 0.0, checkpoint_every: float = 0.0) -> list[Task]:
+                   progress_every: float = 0.0, checkpoint_every: float = 0.0, variant: str = "") -> list[Task]:
     as_dict, keyed = to_dict(config), run_dict(config)
     tasks = []
     for run in item.experiment.runs(config):
@@ -162,7 +165,7 @@ def _variant_tasks(plan_: Plan, item: PlannedExperiment, config: Any, jobs: int,
         key = run_key(owner, {} if run.shared else keyed, run.label, params, seed, plan_.device)
         tasks.append(Task(item.name, as_dict, run.label, params, seed, plan_.device, key, str(plan_.store.root),
                           threads=threads_per_job(jobs) if jobs > 1 else 0, progress_every=progress_every,
-                          checkpoint_every=checkpoint_every, shared=run.shared))
+                          checkpoint_every=checkpoint_every, shared=run.shared, variant=variant))
     return tasks
 
 
@@ -175,8 +178,9 @@ def tasks_for(plan_: Plan, jobs: int = 1, progress_every: float = 0.0, checkpoin
     for item in plan_.experiments:
         if item.skip_reason is not None:
             continue
-        for _, config in item.variants():
-            for task in _variant_tasks(plan_, item, config, jobs, progress_every, checkpoint_every):
+        for control, config in item.variants():
+            variant = "" if control is None else control.description
+            for task in _variant_tasks(plan_, item, config, jobs, progress_every, checkpoint_every, variant):
                 tasks.setdefault(task.key, task)
     return list(tasks.values())
 
@@ -320,8 +324,10 @@ def _analyse_named(out: str, name: str, recompute: bool) -> ExperimentOutcome:
 
 def _analyse_item(plan_: Plan, item: PlannedExperiment, recompute: bool) -> ExperimentOutcome:
     start = time.process_time()
-    outcome = _outcome_of(plan_, item, recompute)
-    return dataclasses.replace(outcome, analysis_seconds=time.process_time() - start)
+    with collecting_warnings() as caught:
+        outcome = _outcome_of(plan_, item, recompute)
+    return dataclasses.replace(outcome, analysis_seconds=time.process_time() - start,
+                               warnings=[*outcome.warnings, *(f"analysis: {text}" for text in caught)])
 
 
 def _outcome_of(plan_: Plan, item: PlannedExperiment, recompute: bool) -> ExperimentOutcome:
@@ -408,5 +414,8 @@ def _analyse_one(experiment: Experiment, variants: Sequence[tuple[Control | None
                   "seconds": run.meta.get("seconds"), "cpu_seconds": run.meta.get("cpu_seconds"),
                   "step": run.meta.get("step")}
                  for label, run in control_stored.items()]
+    run_warnings = [f"run {label}: {text}" for label, run in stored.items() for text in run.meta.get("warnings", ())]
+    run_warnings += [f"run {label} [control: {control.description}]: {text}" for control, _, control_stored in controls
+                     for label, run in control_stored.items() for text in run.meta.get("warnings", ())]
     return ExperimentOutcome(experiment.name, experiment.title, experiment.paper, experiment.source,
-                             to_dict(config), claims, figures, metrics, runs, notes, errors)
+                             to_dict(config), claims, figures, metrics, runs, notes, errors, run_warnings)

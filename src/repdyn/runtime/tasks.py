@@ -18,7 +18,7 @@ from repdyn.nn.checkpoint import Checkpointer, checkpointing
 from repdyn.nn.divergence import Diverged
 from repdyn.runtime import registry
 from repdyn.runtime.atomic import WriteError
-from repdyn.runtime.progress import watching
+from repdyn.runtime.progress import collecting_warnings, watching
 from repdyn.runtime.store import ResultStore
 
 
@@ -36,6 +36,13 @@ class Task:
     progress_every: float = 0.0  # seconds between progress log lines inside the run; 0: none
     checkpoint_every: float = 0.0  # seconds between checkpoints of the run's training loops; 0: none
     shared: str = ""  # RunSpec.shared: the run is stored under this name, and any experiment declaring it reads it
+    variant: str = ""  # the negative control this run belongs to ("" for the experiment's own runs)
+
+    @property
+    def title(self) -> str:
+        """The run named fully, as progress lines and the report show it: experiment, label, control, seed."""
+        control = f" [control: {self.variant}]" if self.variant else ""
+        return f"{self.experiment} {self.label}{control} (seed {self.seed})"
 
     @property
     def folder(self) -> str:
@@ -80,7 +87,8 @@ def _compute(task: Task, store: ResultStore) -> str:
                             "started_at": time.time()}
     checkpoints = (Checkpointer(store.path(task.folder, task.key).with_suffix(".ckpt"), task.checkpoint_every)
                    if task.checkpoint_every > 0 else None)
-    with watching(f"{task.experiment} {task.label}", task.progress_every) as end, checkpointing(checkpoints):
+    with watching(task.title, task.progress_every) as end, checkpointing(checkpoints), \
+            collecting_warnings() as caught:
         try:
             result = experiment.execute(config, RunSpec(task.label, task.params, shared=task.shared), task.seed,
                                         task.device)
@@ -92,6 +100,7 @@ def _compute(task: Task, store: ResultStore) -> str:
             end("failed")
             raise TaskFailed(task, "".join(traceback.format_exception_only(type(err), err)).strip()) from err
         end(meta["status"])
+    meta["warnings"] = caught
     meta["seconds"] = time.perf_counter() - start
     meta["cpu_seconds"] = time.process_time() - cpu_start
     meta["finished_at"] = time.time()  # epoch seconds, with started_at: a sweep's timeline (bench_reproduce)
