@@ -29,7 +29,7 @@ from repdyn.experiments.config import ConfigError, apply_overrides, from_dict, r
 from repdyn.experiments.verdicts import evaluate, skip
 from repdyn.runtime import registry
 from repdyn.runtime.atomic import atomic_write_text
-from repdyn.runtime.executors import check_executor, run_local, run_tasks, threads_per_job
+from repdyn.runtime.executors import run_local, run_tasks
 from repdyn.runtime.store import ResultStore, StoredRun, derive_seed, run_key
 from repdyn.runtime.tasks import Task, execute_task
 
@@ -66,7 +66,7 @@ class Plan:
 
     @property
     def store(self) -> ResultStore:
-        return ResultStore(self.out / "runs")
+        return ResultStore(self.out / "runs", keyed=True)
 
 
 @dataclass
@@ -161,8 +161,7 @@ def _variant_tasks(plan_: Plan, item: PlannedExperiment, config: Any, jobs: int,
         params = dict(run.params)
         key = run_key(owner, {} if run.shared else keyed, run.label, params, seed, plan_.device)
         tasks.append(Task(item.name, as_dict, run.label, params, seed, plan_.device, key, str(plan_.store.root),
-                          threads=threads_per_job(jobs) if jobs > 1 else 0, progress_every=progress_every,
-                          checkpoint_every=checkpoint_every, shared=run.shared))
+                          progress_every=progress_every, checkpoint_every=checkpoint_every, shared=run.shared))
     return tasks
 
 
@@ -198,21 +197,30 @@ def load_plan(out: str | os.PathLike[str], only: str | None = None) -> Plan:
     path = Path(out) / MANIFEST
     if not path.is_file():
         raise ConfigError(f"{out}: no {MANIFEST} here; give the folder a `repdyn reproduce --out` wrote")
-    manifest = json.loads(path.read_text())
     planned = []
-    for name, config in manifest["experiments"].items():
-        if only is not None and name != only:
-            continue
-        experiment = registry.get(name)
-        config = from_dict(experiment.Config, config)
-        planned.append(PlannedExperiment(experiment, config, _prepare(experiment, config)))
-    return Plan(tuple(planned), manifest["scale"], manifest["seed"], manifest["device"], Path(out))
+    try:
+        manifest = json.loads(path.read_text())
+        for name, config in manifest["experiments"].items():
+            if only is not None and name != only:
+                continue
+            experiment = registry.get(name)
+            config = from_dict(experiment.Config, config)
+            planned.append(PlannedExperiment(experiment, config, _prepare(experiment, config)))
+        return Plan(tuple(planned), manifest["scale"], manifest["seed"], manifest["device"], Path(out))
+    except ConfigError:
+        raise
+    except (ValueError, KeyError, TypeError, AttributeError) as err:  # not JSON, or not the fields repdyn writes
+        raise ConfigError(f"{path} is damaged or not written by repdyn ({type(err).__name__}: {err}); run `repdyn "
+                          f"reproduce --out {out}` again to rewrite it") from None
 
 
 def _todo(plan_: Plan, jobs: int, cluster: str | None, force: bool, on_start: Callable[[int, int], None],
           progress_every: float, checkpoint_every: float) -> list[Task]:
-    """Validate the executor, write the manifest and return the tasks whose runs are not stored yet."""
-    check_executor(jobs, cluster)
+    """Check what can be checked before writing (:func:`~repdyn.runtime.preflight.preflight`), write the manifest and
+    return the tasks whose runs are not stored yet."""
+    from repdyn.runtime.preflight import preflight
+
+    preflight(plan_, jobs, cluster)
     write_manifest(plan_)
     store = plan_.store
     store.clean_temporaries()
