@@ -146,7 +146,7 @@ def _probe(task: Task, allowed: int | None) -> tuple[str, Any]:
     queue = context.Queue()
     child = context.Process(target=_probe_in_child, args=(task, allowed, queue), daemon=True)
     child.start()
-    deadline = time.monotonic() + 30 * PROBE_CPU_S + 30  # a guard for a child that cannot get the processor
+    deadline = time.monotonic() + 10 * PROBE_CPU_S + 10  # a child that sleeps, or cannot get the processor
     while child.is_alive() and queue.empty() and time.monotonic() < deadline:
         time.sleep(0.01)
     found = ("ok", 0) if queue.empty() else queue.get()
