@@ -27,7 +27,7 @@ def test_analyze_writes_the_report_of_a_stored_recording(tmp_path):
     path = monitor.save(tmp_path / "store")
     result = CliRunner().invoke(app, ["analyze", str(path)])
     assert result.exit_code == 0, result.output
-    index = tmp_path / "store" / "monitor" / "run-report" / "index.html"
+    index = tmp_path / "store" / "monitor" / f"{path.stem}-report" / "index.html"
     assert str(index.resolve()) in result.output
     html = index.read_text()
     assert ENVIRONMENT.get_template("_style.html").render() in html  # the experiments' stylesheet, shared
