@@ -24,7 +24,9 @@ def test_analyze_writes_the_report_of_a_stored_recording(tmp_path):
         monitor.step(step)
         with torch.no_grad():
             model[2].weight.mul_(1.5)
-    path = monitor.save(tmp_path / "store")
+    with pytest.warns(IncompleteRecordingWarning, match="total_steps was not given, so the trained model is taken "
+                                                         "to be step 3"):
+        path = monitor.save(tmp_path / "store")
     result = CliRunner().invoke(app, ["analyze", str(path)])
     assert result.exit_code == 0, result.output
     index = tmp_path / "store" / "monitor" / f"{path.stem}-report" / "index.html"
@@ -34,7 +36,7 @@ def test_analyze_writes_the_report_of_a_stored_recording(tmp_path):
     assert 'id="elasticity"' in html and 'id="representations"' in html and 'id="two_point"' not in html
     tables = json.loads((index.parent / "tables.json").read_text())
     rows = tables["representations"]["per step"]
-    assert [r["step"] for r in rows] == [0, 1, 2]
+    assert [r["step"] for r in rows] == [0, 1, 2, 3]  # the trained model, recorded by save()
     assert rows[0]["effective rank [1]"] == monitor.recording()["effective_rank"][0, 0]
 
 
