@@ -744,7 +744,7 @@ def analyze(recording: Recording | str | os.PathLike[str], *, figures: bool = Fa
                     failed=failed)
 
 
-def compare(runs: list[tuple[str, Recording, Analysis]]) -> Section:
+def compare(runs: list[tuple[str, Recording, Analysis]], *, figures: bool = True) -> Section:
     """Several runs overlaid (a learning-rate sweep, lazy against rich): one row per run and their curves of
     probe accuracy and loss, kernel-label alignment, NC1 and effective rank at the last layer, on one step axis."""
     section = Section("comparison", f"Comparison of {len(runs)} runs", "all recordings",
@@ -783,7 +783,7 @@ def compare(runs: list[tuple[str, Recording, Analysis]]) -> Section:
                 continue
         if curves:
             drawn.append((title, ylabel, curves))
-    if drawn:
+    if drawn and figures:
         fig, axes = _figure(len(drawn))
         for ax, (title, ylabel, curves) in zip(axes, drawn):
             for c, (label, x, y) in enumerate(curves):
