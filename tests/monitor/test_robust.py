@@ -121,7 +121,7 @@ def test_a_report_that_fails_leaves_no_empty_out_folder(rich_and_lazy, tmp_path,
         raise RuntimeError("disk full")
 
     monkeypatch.setattr(report, "_write", fail)
-    monkeypatch.setattr(report, "analyze", lambda recording, figures: analyze(recording))
+    monkeypatch.setattr(report, "analyze_one", lambda recording, figures: analyze(recording))
     with pytest.raises(RuntimeError, match="disk full"):
         write_monitor_report(rich_and_lazy["rich"], tmp_path / "out")
     assert not (tmp_path / "out").exists()

@@ -693,9 +693,94 @@ class Analysis:
     """{measure: why its theory does not apply to the run}"""
     failed: dict[str, str] = field(default_factory=dict)
     """{section: why it could not be computed from the recording}"""
+    frame: Any = None
+    """the tidy (run, step, layer, metric, value) frame of the recording (:func:`tidy`)"""
 
 
-def analyze(recording: Recording | str | os.PathLike[str], *, figures: bool = False) -> Analysis:
+PER_LAYER = {"effective_rank": "effective_rank", "nc_within_between": "nc1", "nc_etf_distance": "nc_etf_distance",
+             "cost_of_identity": "cost_of_identity", "hamiltonian": "hamiltonian", "momentum_norm": "momentum_norm"}
+"""Recording arrays (T, L) and their metric names in the tidy frame."""
+
+
+def tidy(recording: Recording, run: str | None = None) -> pandas.DataFrame:
+    """The recording as a tidy frame: one row per (run, step, layer, metric) with its ``value``.
+
+    Per layer: effective_rank, nc1, nc_etf_distance (and cost_of_identity, hamiltonian, momentum_norm when
+    recorded). For the whole model (layer ""): loss (the training loss passed to the Monitor), weight_change
+    ‖θ_t − θ₀‖/‖θ₀‖, probe_accuracy, probe_cross_entropy, probe_squared_error, ntk_alignment (at the NTK's steps),
+    stationarity. Per input pair, at the pair layer: u[i,j], v[i,j], w[i,j] of the two-point theory."""
+    import pandas
+
+    run = recording.meta["name"] if run is None else run
+    steps = recording.steps
+    layers = recording.meta["layers"]
+    rows: list[tuple[str, int, str, str, float]] = []
+
+    def add(layer: str, metric: str, values: Any, at: Any = steps) -> None:
+        rows.extend((run, int(s), layer, metric, float(v)) for s, v in zip(at, np.asarray(values, dtype=float)))
+
+    for key, metric in PER_LAYER.items():
+        if key in recording:
+            for l, layer in enumerate(layers):
+                add(layer, metric, recording[key][:, l])
+    for key in ("loss", "weight_change", "stationarity"):
+        if key in recording:
+            add("", key, recording[key])
+    if "labels" in recording:
+        outputs = torch.as_tensor(recording["outputs"], dtype=torch.float64)
+        labels = torch.as_tensor(recording["labels"])
+        add("", "probe_accuracy", (outputs.argmax(-1) == labels).double().mean(-1).numpy())
+        add("", "probe_cross_entropy",
+            [float(torch.nn.functional.cross_entropy(o, labels)) for o in outputs])
+        onehot = torch.nn.functional.one_hot(labels, outputs.shape[-1]).double()
+        add("", "probe_squared_error", (0.5 * (outputs - onehot).pow(2).sum(-1).mean(-1)).numpy())
+        if "ntk" in recording:
+            targets = np.eye(outputs.shape[-1])[recording["labels"][recording["ntk_index"]]]
+            add("", "ntk_alignment", [centred_alignment(g, targets) if np.isfinite(g).all() else math.nan
+                                      for g in recording["ntk"]], recording["ntk_steps"])
+    if "pairs" in recording:
+        for p, (i, j) in enumerate(recording["pairs"]):
+            for name in ("u", "v", "w"):
+                add(recording.meta["pair_layer"], f"{name}[{i},{j}]", recording[f"pair_{name}"][:, p])
+    return pandas.DataFrame(rows, columns=["run", "step", "layer", "metric", "value"])
+
+
+@dataclass
+class Sweep:
+    """Several recordings analysed together (a sweep): ``runs`` their :class:`Analysis`, ``frame`` the tidy
+    (run, step, layer, metric, value) frame of them all (:func:`tidy`) and ``summary`` one row per run (its
+    summary's scalars: regime, coverage, end values)."""
+
+    runs: list[Analysis]
+    frame: pandas.DataFrame
+    summary: pandas.DataFrame
+
+
+def analyze(recording: Any, *, figures: bool = False) -> Any:
+    """Analyse a recording (a :class:`Recording` or the .npz path of one) into an :class:`Analysis`; several (a
+    list of them, or a glob pattern such as ``"runs/monitor/*.npz"``) into a :class:`Sweep` with their tidy frame.
+    See :func:`analyze_one`."""
+    import glob
+
+    if isinstance(recording, str) and any(c in recording for c in "*?["):
+        recording = sorted(glob.glob(recording))
+        if not recording:
+            raise ValueError("no recording matches the pattern")
+    if isinstance(recording, list | tuple):
+        import pandas
+
+        runs = [analyze_one(r, figures=figures) for r in recording]
+        names = [a.summary["name"] for a in runs]
+        labels = names if len(set(names)) == len(names) else [f"{n} #{i + 1}" for i, n in enumerate(names)]
+        frame = pandas.concat([a.frame.assign(run=label) for label, a in zip(labels, runs)], ignore_index=True)
+        summary = pandas.DataFrame([{"run": label, **{k: v for k, v in a.summary.items()
+                                                       if isinstance(v, str | int | float | bool) or v is None}}
+                                    for label, a in zip(labels, runs)])
+        return Sweep(runs=runs, frame=frame, summary=summary)
+    return analyze_one(recording, figures=figures)
+
+
+def analyze_one(recording: Recording | str | os.PathLike[str], *, figures: bool = False) -> Analysis:
     """Analyse a recording (or the .npz path of one): DataFrames per section and a summary dict.
 
     ``tables`` holds ``"steps"`` (:meth:`Recording.scalar_table`) and one frame per table of the report
@@ -741,7 +826,7 @@ def analyze(recording: Recording | str | os.PathLike[str], *, figures: bool = Fa
     summary["omitted"] = dict(omitted)
     summary["failed"] = dict(failed)
     return Analysis(tables=tables, summary=summary, sections=sections, verdicts=verdicts, omitted=omitted,
-                    failed=failed)
+                    failed=failed, frame=tidy(recording))
 
 
 def compare(runs: list[tuple[str, Recording, Analysis]], *, figures: bool = True) -> Section:

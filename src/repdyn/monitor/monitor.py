@@ -539,6 +539,16 @@ class Monitor:
             self._warn_failed(f"step({step!r})", error)
         return False
 
+    def log_loss(self, step: int, loss: float | Tensor) -> None:
+        """Keep ``loss`` (a float or the loss tensor) as the training loss of step ``step`` when that step was the
+        last recorded one without a loss, e.g. from a framework that reports the loss after the update (read with
+        ``.item()`` only then). Never raises."""
+        try:
+            if self._steps and self._steps[-1] == int(step) and math.isnan(self._losses[-1]):
+                self._losses[-1] = float(loss.detach() if isinstance(loss, Tensor) else loss)
+        except Exception as error:  # noqa: BLE001
+            self._warn_failed(f"log_loss({step!r})", error)
+
     def _warn_failed(self, what: str, error: BaseException) -> None:
         warnings.warn(MeasureFailedWarning(f"repdyn Monitor {self.name!r}: {what} failed ({type(error).__name__}: "
                                            f"{str(error).splitlines()[0] if str(error) else ''}); nothing recorded, "

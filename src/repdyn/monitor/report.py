@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import repdyn
-from repdyn.monitor.analysis import Analysis, Section, analyze, compare
+from repdyn.monitor.analysis import Analysis, Section, analyze_one, compare
 from repdyn.monitor.recording import Recording, load_recording
 from repdyn.report.render import ENVIRONMENT, write_table
 from repdyn.runtime.atomic import atomic_write_text
@@ -68,7 +68,7 @@ def write_monitor_report(recording: RecordingLike | Sequence[RecordingLike], out
             sources.append(str(Path(item).resolve()))
             recordings.append(load_recording(item))
     out = Path(out)
-    analyses: list[Analysis] = [analyze(r, figures=True) for r in recordings]
+    analyses: list[Analysis] = [analyze_one(r, figures=True) for r in recordings]
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     try:
