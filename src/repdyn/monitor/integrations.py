@@ -31,6 +31,7 @@ from typing import Any
 import torch
 
 from repdyn.monitor.monitor import Monitor
+from repdyn.monitor.sinks import tensorboard_sink
 from repdyn.monitor.watching import monitor_for
 
 
@@ -135,6 +136,34 @@ def lightning_callback(layers: Any = None, probe_inputs: Any = None, labels: Any
     return RepdynMonitorCallback()
 
 
+def _report_to_sinks(args: Any, writers: list[Any]) -> list[Any]:
+    """Sinks for the loggers of ``args.report_to`` (a TrainerCallback cannot reach the Trainer's own ``log``):
+    TensorBoard, a writer of its own in ``<output_dir>/runs/repdyn`` (``$TENSORBOARD_LOGGING_DIR/repdyn``), which
+    TensorBoard shows as the run "repdyn" beside the Trainer's; W&B, the current run (``wandb.run``), with the
+    Trainer's ``train/global_step``. Other loggers get nothing (use ``on_record=``)."""
+    report = args.report_to or []
+    report = [report] if isinstance(report, str) else list(report)
+    every = "all" in report
+    sinks: list[Any] = []
+    if every or "tensorboard" in report:
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError:
+            SummaryWriter = None  # noqa: N806 - the Trainer itself reports a missing tensorboard
+        if SummaryWriter is not None:
+            root = os.getenv("TENSORBOARD_LOGGING_DIR") or os.path.join(args.output_dir, "runs")
+            writers.append(SummaryWriter(log_dir=os.path.join(root, "repdyn")))
+            sinks.append(tensorboard_sink(writers[-1]))
+    if every or "wandb" in report:
+        def to_wandb(scalars: dict[str, float], step: int) -> None:
+            wandb = sys.modules.get("wandb")
+            if wandb is not None and wandb.run is not None:
+                wandb.run.log({**scalars, "train/global_step": step})
+
+        sinks.append(to_wandb)
+    return sinks
+
+
 def hf_callback(layers: Any = None, probe_inputs: Any = None, labels: Any = None, *,
                 save_dir: str | os.PathLike[str] | None = None, **monitor_kwargs: Any) -> Any:
     """A Hugging Face ``transformers.TrainerCallback`` that monitors the model the ``Trainer`` trains; usable
@@ -146,8 +175,8 @@ def hf_callback(layers: Any = None, probe_inputs: Any = None, labels: Any = None
     "attention_mask": ...}``, called as ``model(**batch)``; the output's ``.logits`` are the outputs unless
     ``output_fn`` says otherwise). The other arguments are the :class:`~repdyn.monitor.Monitor`'s (``total_steps``
     is ``state.max_steps``). The training loss of each recorded step is the model output's ``.loss``, averaged
-    over the step's forward passes (gradient accumulation). The scalars go to the loggers of ``args.report_to``
-    (TensorBoard, W&B, ...) through the Trainer's own ``log``. The recording is saved into ``save_dir`` or
+    over the step's forward passes (gradient accumulation). The scalars go to the TensorBoard and W&B loggers of
+    ``args.report_to`` (:func:`_report_to_sinks`). The recording is saved into ``save_dir`` or
     ``args.logging_dir`` (else ``args.output_dir``)."""
     try:
         from transformers import TrainerCallback
@@ -156,6 +185,7 @@ def hf_callback(layers: Any = None, probe_inputs: Any = None, labels: Any = None
     attached = _Attached(layers, probe_inputs, labels, save_dir, monitor_kwargs)
     losses: list[torch.Tensor] = []
     handles: list[Any] = []
+    writers: list[Any] = []
 
     class RepdynMonitorCallback(TrainerCallback):
         """Records the repdyn Monitor before each optimiser step and at the end of training."""
@@ -164,9 +194,7 @@ def hf_callback(layers: Any = None, probe_inputs: Any = None, labels: Any = None
         path = property(lambda self: attached.path, doc="the saved recording, once training has ended")
 
         def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
-            loader = kwargs.get("train_dataloader")
-            sinks = [self._to_loggers(kwargs.get("callback_handler"), args, state, control)]
-            attached.start(model, state.max_steps, [s for s in sinks if s is not None], loader)
+            attached.start(model, state.max_steps, _report_to_sinks(args, writers), kwargs.get("train_dataloader"))
 
             def keep_loss(module: Any, inputs: Any, output: Any) -> None:
                 loss = getattr(output, "loss", None)
@@ -174,23 +202,6 @@ def hf_callback(layers: Any = None, probe_inputs: Any = None, labels: Any = None
                     losses.append(loss.detach())  # read with .item() only at a recorded step
 
             handles.append(model.register_forward_hook(keep_loss))
-
-        @staticmethod
-        def _to_loggers(handler: Any, args: Any, state: Any, control: Any) -> Any:
-            """A sink that hands the scalars to the Trainer's other callbacks' on_log (the report_to loggers)."""
-            if handler is None:
-                return None
-            others = [c for c in getattr(handler, "callbacks", [])  # the report_to loggers, not the printers
-                      if type(c).__module__.startswith("transformers.integrations")]
-            if not others:
-                return None
-
-            def to_loggers(scalars: dict[str, float], step: int) -> None:
-                for callback in others:
-                    callback.on_log(args, state, control, logs=dict(scalars), model=attached.monitor.model
-                                    if attached.monitor is not None else None)
-
-            return to_loggers
 
         def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             losses.clear()
@@ -206,6 +217,9 @@ def hf_callback(layers: Any = None, probe_inputs: Any = None, labels: Any = None
             for handle in handles:
                 handle.remove()
             handles.clear()
+            for writer in writers:
+                writer.close()
+            writers.clear()
             if attached.monitor is not None:
                 attached.end(state.global_step, getattr(args, "logging_dir", None) or args.output_dir)
 
