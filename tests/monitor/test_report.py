@@ -148,3 +148,31 @@ def test_analyze_overlays_several_runs_in_one_report(tmp_path):
     assert set(tables) == {"lr0.01", "lr0.1"}
     steps = (index.parent / "steps.csv").read_text().splitlines()
     assert steps[0].endswith(",run") and len(steps) == 1 + 2 * 5
+
+
+def test_step_axes_start_at_zero_and_keep_the_last_point_inside():
+    from repdyn.monitor.analysis import _figure, _png, _step_axis
+
+    fig, (ax,) = _figure(1)
+    ax.plot([0, 1, 10, 250], [1.0, 2.0, 3.0, 4.0], "o-")
+    _step_axis(ax)
+    assert _png(fig)[:4] == b"\x89PNG"
+    low, high = ax.get_xlim()
+    assert low == -0.3 and high == pytest.approx(1.4 * 250)  # no tick at −10¹; the last marker inside
+    assert all(t >= -0.3 for t in ax.get_xticks() if low <= t <= high)
+
+
+def test_the_report_is_short_one_reading_per_section_and_tables_folded(tmp_path):
+    monitor = _cross_entropy_run(tmp_path)
+    path = monitor.save(tmp_path / "store")
+    html = write_monitor_report(path, tmp_path / "report").read_text()
+    assert "<details open" not in html and "<details><summary>table: per step" in html
+    analysis = repdyn.analyze(path)
+    for section in analysis.sections:
+        body = html.split(f'id="{section.key}"')[1].split("</section>")[0]
+        shown = body.split('<details class="more">')[0]
+        expected = [v for i, v in enumerate(section.verdicts) if i == 0 or v[0] == "warn"]
+        assert shown.count("<li class=") == len(expected), section.key
+    # the two-point theory, inapplicable under cross-entropy, is left out quietly: one line, no warning
+    assert not any("two-point" in text for _, level, text in analysis.verdicts if level == "warn")
+    assert html.count('data-measure="two_point"') == 1

@@ -2,8 +2,10 @@
 ``steps.parquet`` (the per-step scalars), ``tables.json`` (every table of the report) and ``summary.json`` (the
 summary of :func:`repdyn.monitor.analysis.analyze`), each written atomically.
 
-One recording gives its report; several (``repdyn analyze a.npz b.npz ...``) give one report that opens with the
-runs overlaid and a table of their end values, followed by each run's sections (``steps.csv`` etc. then hold every
+The report is short by default: each section shows its first reading, every warning and its figures; the other
+readings, the notes and every table are folded (``<details>``). One recording gives its report; several
+(``repdyn analyze a.npz b.npz ...``) give one report that opens with the runs overlaid and a table of their
+regimes and end values, followed by each run's sections (``steps.csv`` etc. then hold every
 run, with a ``run`` column).
 
 The page shares the experiments' report stylesheet (``templates/_style.html``) and template environment.
@@ -38,8 +40,12 @@ def _jsonable(value: object) -> object:
 
 
 def _section(s: Section, prefix: str = "", run: str | None = None) -> dict[str, object]:
+    """The section as the template reads it: its first reading and every warning shown, the other readings, the
+    notes and the tables folded."""
+    shown = [v for i, v in enumerate(s.verdicts) if i == 0 or v[0] == "warn"]
+    more = [v for i, v in enumerate(s.verdicts) if not (i == 0 or v[0] == "warn")]
     return {"key": prefix + s.key, "title": s.title, "source": s.source, "text": s.text, "tables": s.tables,
-            "notes": s.notes, "verdicts": s.verdicts, "run": run,
+            "notes": s.notes, "verdicts": shown, "more": more, "run": run,
             "figures": [(n, base64.b64encode(png).decode()) for n, png in s.figures.items() if png]}
 
 
