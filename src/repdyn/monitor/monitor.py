@@ -5,9 +5,13 @@ Usage (see examples/digits_cnn_monitor.py)::
     monitor = Monitor(model, layers=["layer0", "layer1"], probe_inputs=x_probe, labels=y_probe, total_steps=n,
                       loss_kind="cross_entropy")
     for step in range(n):
-        monitor.step(step)           # before the update: step 0 is the untrained model
-        train_one_step()
+        loss = loss_fn(model(x), y)
+        monitor.step(step, loss)     # before the update: step 0 is the untrained model; the loss is kept
+        optimizer.zero_grad(); loss.backward(); optimizer.step()
     path = monitor.save("runs")      # records the trained model as step n, then runs/monitor/<name>.npz
+
+A measure that fails at a recorded step is recorded as NaN with a :class:`MeasureFailedWarning`; ``step``,
+``finish`` and ``save`` never raise into the training loop (the constructor raises ValueError for bad input).
 
 At a recorded step the monitor runs the probe set through the model in eval mode under ``torch.no_grad()``
 (the module's mode is restored), reads the named layers with temporary forward hooks, and copies what it
