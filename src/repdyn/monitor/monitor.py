@@ -209,6 +209,7 @@ class Monitor:
         weight_decay: float | None = None,
         name: str | None = None,
     ) -> None:
+        cpu_start = time.process_time()
         if not isinstance(model, nn.Module):
             raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
         self.model = model
@@ -301,6 +302,8 @@ class Monitor:
         self._latest: dict[str, float] = {}
         self._last_seen: int | None = None
         self._failures: list[tuple[int, str]] = []
+        self.cpu_seconds = time.process_time() - cpu_start
+        """CPU time (user + system, this process) the Monitor has spent: construction, recordings, saving."""
 
     # ------------------------------------------------------------------------------------------ validation
 
@@ -589,7 +592,7 @@ class Monitor:
             raise ValueError(f"step must be an integer training step, got {step!r}")
         if self._steps and step <= self._steps[-1]:
             raise ValueError(f"recorded steps must increase: step {step} after {self._steps[-1]}")
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         step = int(step)
         failed: list[str] = []
 
@@ -671,6 +674,7 @@ class Monitor:
         for sink in self.sinks:
             measured(f"the sink {getattr(sink, '__name__', type(sink).__name__)}",
                      lambda sink=sink: sink(dict(self._latest), step), ())
+        self.cpu_seconds += time.process_time() - cpu_start
 
     def _scalars(self, row: dict[str, np.ndarray], gram: np.ndarray | None, loss: float) -> dict[str, float]:
         """The flat scalars of one recording, named ``repdyn/<measure>[/<layer>]``."""
@@ -757,6 +761,7 @@ class Monitor:
 
         A default name (no ``name=``) that is taken in ``root`` gets the first free suffix ``-2``, ``-3``, ...;
         a given name that is taken is overwritten with a warning."""
+        cpu_start = time.process_time()
         try:
             if (self.total_steps is not None and self._last_seen is not None
                     and self._last_seen >= self.total_steps - 1 and self._steps
@@ -794,6 +799,7 @@ class Monitor:
                                                f"({type(error).__name__}: {error}); nothing written"), stacklevel=2)
             return None
         self._saved_to = saved.resolve()
+        self.cpu_seconds += time.process_time() - cpu_start
         return saved
 
 
