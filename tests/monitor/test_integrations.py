@@ -242,6 +242,43 @@ def test_hf_callback_with_no_arguments_logs_to_report_to(tmp_path):
     assert "repdyn/probe_accuracy" in tags and "repdyn/nc1/net.3" in tags  # through report_to's TensorBoard
 
 
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::UserWarning:pytorch_lightning")
+@pytest.mark.filterwarnings("ignore::UserWarning:lightning")
+@pytest.mark.filterwarnings("ignore:`isinstance.treespec, LeafSpec.` is deprecated")
+def test_watch_in_one_line_under_lightning_and_the_hf_trainer(tmp_path):
+    import repdyn
+
+    _lightning()
+    _Hf.classes()
+    script = make("mlp")
+    from torch.utils.data import TensorDataset
+
+    watched = repdyn.watch(script.model, TensorDataset(script.x, script.y), total_steps=TOTAL,
+                           save_dir=tmp_path / "lightning", loss_kind="cross_entropy", name="lightning")
+    _fit_lightning(script, tmp_path, None)  # the Trainer, unchanged
+    lightning = load_recording(watched.path)
+    assert lightning.meta["layers"] == ["1", "3"] and lightning.steps[-1] == TOTAL
+
+    config_class, model_class = _Hf.classes()
+    torch.manual_seed(0)
+    model = model_class(config_class(kind="mlp"))
+    data = [{"inputs": script.x[i], "labels": script.y[i]} for i in range(len(script.y))]
+    watched = repdyn.watch(model, data, total_steps=TOTAL, save_dir=tmp_path / "hf", loss_kind="cross_entropy",
+                           name="hf")
+    from transformers import Trainer, TrainingArguments
+
+    args = TrainingArguments(output_dir=str(tmp_path / "out"), per_device_train_batch_size=32,
+                             num_train_epochs=EPOCHS, report_to=[], save_strategy="no", use_cpu=True, seed=0,
+                             disable_tqdm=True, dataloader_num_workers=0, logging_strategy="no")
+    Trainer(model=model, args=args, train_dataset=data).train()
+    hf = load_recording(watched.path)
+    assert hf.meta["layers"] == ["net.1", "net.3"] and hf.steps[-1] == TOTAL
+    assert np.isfinite(hf["loss"][:-1]).all()  # output.loss, kept at every recorded step but the end
+    sweep = repdyn.analyze([watched.path, tmp_path / "lightning" / "monitor" / "lightning.npz"])
+    assert set(sweep.frame["run"]) == {"hf", "lightning"} and set(sweep.summary["run"]) == {"hf", "lightning"}
+
+
 def test_scalars_reach_tensorboard_event_files(tmp_path):
     pytest.importorskip("tensorboard", reason="the tensorboard extra is missing: pip install 'repdyn[tensorboard]'")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator

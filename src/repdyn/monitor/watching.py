@@ -180,6 +180,10 @@ class Watched:
         def before_update(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
             if not any(id(p) in params for group in optimizer.param_groups for p in group["params"]):
                 return
+            closure = bool(args and callable(args[0])) or callable(kwargs.get("closure"))
+            if closure and self._losses:  # the forward runs inside step(closure): these are the last step's
+                self.monitor.log_loss(self.updates - 1, sum(self._losses) / len(self._losses))
+                self._losses.clear()
             recorded = self.monitor.step(self.updates)
             if recorded and self._losses:
                 self.monitor.log_loss(self.updates, sum(self._losses) / len(self._losses))
