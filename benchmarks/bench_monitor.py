@@ -40,6 +40,8 @@ DESCRIPTIONS = {
                            "AdamW, batch 32, {steps} steps; the Monitor at its default schedule: {records} log-spaced "
                            "recordings (layers encoder.layers.0, encoder.layers.1; 80 probe sequences; two-point on 4 "
                            "pairs, NTK on 32 sequences at 4 of the recordings, elasticity, effective rank)",
+    "transformer_monitor-long": "The same Transformer trained 3× as long ({steps} steps), the same default schedule: "
+                                "{records} recordings",
 }
 
 
@@ -100,9 +102,10 @@ def _worker(name: str) -> dict[str, object]:
     import torch
 
     torch.set_num_threads(1)
-    example = _Mlp if name.startswith("mlp") else _load(name)
-    train = (lambda monitor: example.train(monitor=monitor, epochs=100)) if name == "mlp-long" else (
-        lambda monitor: example.train(monitor=monitor))
+    example = _Mlp if name.startswith("mlp") else _load(name.removesuffix("-long"))
+    longer = {"mlp-long": 100, "transformer_monitor-long": 30}
+    train = ((lambda monitor: example.train(monitor=monitor, epochs=longer[name])) if name in longer
+             else (lambda monitor: example.train(monitor=monitor)))
 
     def cpu() -> float:
         usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -148,8 +151,8 @@ def _section(name: str) -> list[str]:
     description = DESCRIPTIONS[name].format(steps=plain["steps"], records=watched["records"])
     own = min(r["monitor_cpu_seconds"] for r in runs["monitor"])
     return [
-        "#### " + {"mlp": "an MLP in the README loop", "mlp-long": "the same MLP, 5× longer"}.get(
-            name, f"examples/{name}.py"),
+        "#### " + {"mlp": "an MLP in the README loop", "mlp-long": "the same MLP, 5× longer",
+                   "transformer_monitor-long": "the same Transformer, 3× longer"}.get(name, f"examples/{name}.py"),
         "",
         f"{description}. One process, runs alternating plain / monitored, fastest of {REPEATS} each; 1 torch "
         f"thread, {os.cpu_count()} CPUs (shared machine: other jobs were running).",
