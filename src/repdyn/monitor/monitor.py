@@ -290,8 +290,9 @@ class Monitor:
                                  f"weight_decay=λ > 0 (got {weight_decay!r})")
             self._hamiltonian()  # a cost that does not fit the outputs fails here
 
-        # θ₀ of the trainable parameters, for the relative weight movement ‖θ_t − θ₀‖/‖θ₀‖ (one copy of them)
-        self._initial = [p.detach().clone() for p in model.parameters() if p.requires_grad]
+        # θ₀ of the trainable parameters, for the relative weight movement ‖θ_t − θ₀‖/‖θ₀‖: one copy, in host
+        # memory (an accelerator's memory is left to training)
+        self._initial = [p.detach().to("cpu", copy=True) for p in model.parameters() if p.requires_grad]
         self._set_schedule(total_steps, schedule, every_n_steps, n_records, ntk_records)
         self._ntk: list[np.ndarray] = []
         self._ntk_steps: list[int] = []
@@ -414,7 +415,7 @@ class Monitor:
         if len(params) != len(self._initial):
             raise ValueError("the model's trainable parameters changed since the Monitor was made")
         with torch.no_grad():
-            gap = sum((p.double() - q.double()).pow(2).sum() for p, q in zip(params, self._initial))
+            gap = sum((p.detach().cpu().double() - q.double()).pow(2).sum() for p, q in zip(params, self._initial))
             size = sum(q.double().pow(2).sum() for q in self._initial)
         return float((gap / size).sqrt()) if float(size) > 0 else float("nan")
 
