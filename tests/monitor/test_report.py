@@ -144,6 +144,9 @@ def test_analyze_overlays_several_runs_in_one_report(tmp_path):
     index = tmp_path / "sweep" / "monitor" / "monitor-comparison-report" / "index.html"
     html = index.read_text()
     assert 'id="comparison"' in html and 'id="run1-ntk"' in html and 'id="run2-ntk"' in html
+    comparison = html.split('id="comparison"')[1].split("</section>")[0]
+    assert "<details open><summary>table: runs (2 rows)" in comparison and "<th>regime</th>" in comparison
+    assert html.count("<details open") == 1  # every other table folded
     tables = json.loads((index.parent / "tables.json").read_text())
     assert set(tables) == {"lr0.01", "lr0.1"}
     steps = (index.parent / "steps.csv").read_text().splitlines()
