@@ -245,7 +245,7 @@ def test_the_work_a_finished_run_unblocks_goes_ahead_of_the_runs_waiting(tmp_pat
 
     plan_ = plan(["fixture.tanh_regression"], scale="smoke", out=tmp_path, overrides={"runs": "4", "delay": "0.4"})
     finished, follow_up_ran = [], []
-    run_local(tasks_for(plan_, jobs=2), 2, lambda task, status: finished.append(status),
+    run_local(tasks_for(plan_), 2, lambda task, status: finished.append(status),
               then=lambda task, status: [functools.partial(time.time)] if len(finished) == 1 else [],
               on_result=follow_up_ran.append)
     assert finished == ["ok"] * 4 and len(follow_up_ran) == 1

@@ -28,6 +28,7 @@ from repdyn.nn.progress import reporting
 from repdyn.runtime.atomic import WriteError
 from repdyn.runtime.estimate import workers
 from repdyn.runtime.executors import check_executor
+from repdyn.runtime.progress import collecting_warnings
 from repdyn.runtime.reproduce import Plan, tasks_for
 from repdyn.runtime.tasks import Task, run_threads
 
@@ -124,7 +125,7 @@ def _probe_in_child(task: Task, allowed: int | None, queue: Any) -> None:
     experiment = registry.get(task.experiment)
     config = run_view(from_dict(experiment.Config, task.config), shared=bool(task.shared))
     try:
-        with run_threads(), reporting(listener):
+        with run_threads(), reporting(listener), collecting_warnings():  # the run itself reports its warnings
             experiment.execute(config, RunSpec(task.label, task.params, shared=task.shared), task.seed, task.device)
     except _Enough:
         pass
