@@ -54,7 +54,7 @@ class SyntheticConfig:
 SCALES = {
     "smoke": SyntheticConfig(seeds=3, sa_runs=300, sa_n_large=10, sa_t=1000.0, edge_law_draws=5000, sb_runs=6,
                              sb_n=30, se_draws=100),
-    "quick": SyntheticConfig(sa_t=1000.0, edge_law_draws=100_000, sb_runs=30, sf_draws=60),
+    "quick": SyntheticConfig(sa_t=1000.0, edge_law_draws=100_000, sb_runs=30, sf_draws=40),
     # the smallest setting that decides every claim: the quick scale (every claim decided there, 15 CPU-s) with
     # S-F's equal-gap test at 200 draws per seed (the sf_gamma_nonpositive measurement's own count)
     "full": SyntheticConfig(sa_t=1000.0, edge_law_draws=100_000, sb_runs=30),
@@ -146,9 +146,17 @@ def _s_a(config: SyntheticConfig, rng: np.random.Generator) -> RunResult:
     x = es.sample_isotropic_exact(_initial(rng, max(R // 10, 20), 3, 20, 3), lambda s: a * s, lambda s: b * s, 1.0,
                                   200.0, rng)
     out["sf_separated"] = float(np.mean([es.pairwise_separable(xr) for xr in x]))
-    # S-F equal-gap test, draw by draw: the three settings get the same initial values and noise (one generator
-    # seed per time, replayed for each setting); the l-model's class differences depend on A − B only, while
-    # α + 2β moves the average of the class means, a common translation of every particle
+    agree, freq = _equal_gap(config, rng)
+    out["sf_equal_gap_agree"], out["sf_equal_gap_freq"] = agree, freq
+    return out
+
+
+def _equal_gap(config: SyntheticConfig, rng: np.random.Generator) -> tuple[float, np.ndarray]:
+    """S-F's equal-gap test, draw by draw: at each of SF_TIMES the three settings of SF_EQUAL_GAP (SF_EQUAL_SUM when
+    mirrored) get the same initial values and noise (one generator seed per time, replayed for each setting). In
+    the l-model the class differences depend on A − B only, while α + 2β moves the average of the class means, a
+    common translation of every particle. Returns the fraction of (time, draw) whose pairwise-separability verdict
+    is the same in the three settings, and the separation frequencies (time, setting)."""
     family = SF_EQUAL_SUM if config.mirrored else SF_EQUAL_GAP
     agree, freq = [], []
     for t in SF_TIMES:
@@ -162,9 +170,7 @@ def _s_a(config: SyntheticConfig, rng: np.random.Generator) -> RunResult:
         v = np.array(verdicts)
         agree.append((v == v[0]).all(axis=0))
         freq.append(v.mean(axis=1))
-    out["sf_equal_gap_agree"] = float(np.mean(agree))
-    out["sf_equal_gap_freq"] = np.array(freq)                          # (time, setting)
-    return out
+    return float(np.mean(agree)), np.array(freq)
 
 
 def _edge_law(config: SyntheticConfig, rng: np.random.Generator) -> RunResult:
