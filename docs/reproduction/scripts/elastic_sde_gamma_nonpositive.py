@@ -62,7 +62,7 @@ PATHS: dict = {}
 
 def authors(fwd_euler, a: float, b: float, t: float, runs: int, seed: int) -> np.ndarray:
     if (a, b, runs, seed) not in PATHS:          # one path to max(TIMES) per setting and seed; t reads a prefix
-        np.random.seed(seed)                     # fwd_euler draws its initial class means from np.random
+        np.random.seed(seed)  # noqa: NPY002 (fwd_euler draws its initial class means from np.random)
         with contextlib.redirect_stderr(io.StringIO()):
             PATHS[a, b, runs, seed] = fwd_euler(np.eye(3) * np.sqrt(3), runs, max(TIMES) + 1, lambda i: a,
                                                 lambda i: b)                     # σ_k = ‖x0[k]‖/√3 = 1

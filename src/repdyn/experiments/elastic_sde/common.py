@@ -144,7 +144,8 @@ TERMINAL = Precondition(
     state="the terminal phase: (near) zero training loss",
     reason="our choice: the figures these claims read (Figs. 1, 3, 5, D.1, D.8–D.10) show networks trained to the "
     "end of the amplification stage, where the per-sample cross-entropy of the drawn images is ≈ 0; 0.01 (under 1 % "
-    "of the initial ln 3) is a network that gives every drawn image ≥ 0.99 of its probability on average (set after the quick runs' ≈ 3·10⁻⁴ had been seen)")
+    "of the initial ln 3) is a network that gives every drawn image ≥ 0.99 of its probability on average (set "
+    "after the quick runs' ≈ 3·10⁻⁴ had been seen)")
 
 
 ONSET_DROP = 0.05

@@ -340,7 +340,8 @@ class GeoMNISTDynamics(Experiment):
                   "seed 004, Fig. 3 (e)–(f), App. D.2", at_least(0.9),
                   quote="the estimates under both l-model and L-model do not vary significantly under different "
                   "choices of N and share similar trends: (i) $\\beta(t)$ is dominated by $\\alpha(t)$",
-                  band_reason="as h3_alpha_dominates_beta", control=UNTRAINED, preconditions=(TERMINAL,), figure="fig3_strengths"),
+                  band_reason="as h3_alpha_dominates_beta", control=UNTRAINED,
+                  preconditions=(TERMINAL,), figure="fig3_strengths"),
         ClaimSpec("h3_A_grows", "Â(T) of the l-model (mean over the last 5 % of iterations)",
                   "seed 004, App. D.2 two-stage behaviour, Fig. 3", at_least(2.0),
                   quote="the local elasticity strength $\\alpha(t)$ increases at the initial stage, then drops, "

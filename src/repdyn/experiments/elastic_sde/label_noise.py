@@ -133,14 +133,16 @@ class LabelNoisePhaseTransition(Experiment):
                   quote="in Figure 4c we observe the minimum tail index of $\\alpha(t)$ and $\\beta(t)$ crosses 1 "
                   "from below around $p_{\\text{err}} = 0.6$",
                   band_reason="derived: r̂ ≈ 1 − log Â(T)/log T: learning (Â(T) ≈ 13 at log T ≈ 7.6) gives "
-                  "≈ 0.66, no learning ≈ 1; 0.15 is under half that gap", control=UNTRAINED, preconditions=(LEARNED,), figure=FIG4),
+                  "≈ 0.66, no learning ≈ 1; 0.15 is under half that gap", control=UNTRAINED,
+                  preconditions=(LEARNED,), figure=FIG4),
         ClaimSpec("h4_AB_merge", "|Â(T) − B̂(T)| (l-model, mean over the last tail_n iterations) at p_err ≥ 2/3 "
                   "(maximum) over that at p_err = 0", "seed 004, Fig. D.5", at_most(0.5),
                   quote="Note that $A(t)$ and $B(t)$ (and consequently $\\alpha(t)$ and $\\beta(t)$) become more "
                   "mixed and indistinguishable as we increase the label corruption ratio",
                   band_reason="our choice, as h4_strengths_merge: 'indistinguishable' read as a gap at most half "
                   "that of clean labels (the paper's ordering; replaces an absolute threshold of our own, |Â(T)| "
-                  "growth ≥ 5, that the quick scale could not decide)", control=UNTRAINED, preconditions=(LEARNED,), figure=FIG4),
+                  "growth ≥ 5, that the quick scale could not decide)", control=UNTRAINED,
+                  preconditions=(LEARNED,), figure=FIG4),
         ClaimSpec("h4_strengths_merge", "|mean of α̂ − β̂| (l-model) at p_err = 0.8 over the mean of α̂ − β̂ at "
                   "p_err = 0 (∞ if that is ≤ 0), both over the p_err = 0 run's amplification stage (where clean "
                   "labels separate them, App. D.2)",
