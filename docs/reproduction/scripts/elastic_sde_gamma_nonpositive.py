@@ -15,7 +15,8 @@ fraction of draws whose verdict is the same in all three equal-gap settings (the
 The authors' repository (github.com/zjiayao/le_sde) is imported from the folder given by ``--le-sde`` (it needs
 numpy, torch, pandas and tqdm); nothing of it is copied here.
 
-    python docs/reproduction/scripts/elastic_sde_gamma_nonpositive.py --le-sde PATH/le_sde [--runs 200 --seeds 5]
+    python docs/reproduction/scripts/elastic_sde_gamma_nonpositive.py --le-sde PATH/le_sde \\
+        [--runs 200 --seeds 5 --only exact,em,authors]
 """
 
 from __future__ import annotations
@@ -79,7 +80,12 @@ def main() -> int:
     parser.add_argument("--le-sde", type=Path, required=True, help="folder of the authors' repository (has src/)")
     parser.add_argument("--runs", type=int, default=200, help="draws per seed and setting")
     parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--only", default="exact,em,authors", help="comma-separated simulators to run")
     args = parser.parse_args()
+    unknown = [name for name in args.only.split(",") if name not in ("exact", "em", "authors")]
+    if unknown:
+        print(f"error: --only {','.join(unknown)}: choose from exact, em, authors", file=sys.stderr)
+        return 2
     if not (args.le_sde / "src" / "utils.py").is_file():
         print(f"error: {args.le_sde}/src/utils.py not found: give the le_sde repository folder", file=sys.stderr)
         return 2
@@ -88,7 +94,8 @@ def main() -> int:
 
     simulators = {"exact": exact, "em": em,
                   "authors": lambda a, b, t, r, s: authors(fwd_euler, a, b, t, r, s)}
-    for name, sim in simulators.items():
+    for name in args.only.split(","):
+        sim = simulators[name]
         print(f"== {name}")
         for t in TIMES:
             per_setting = {ab: np.concatenate([sim(*ab, t, args.runs, s) for s in range(args.seeds)])
