@@ -276,13 +276,15 @@ def test_controls_that_only_judge_differently_read_the_claims_runs():
 
 
 def test_sample_size_sweep_adds_one_run_per_size_and_metrics_rows_only():
-    """Fig. D.3 (paper scale only): one more run per n_tr, keyed apart from the main run (d3_sweep is analysis-only,
-    so the main run's key does not depend on it), reported as metrics rows (two models × seeds per size)."""
+    """Fig. D.3 (full and paper scales): one more run per n_tr, keyed apart from the main run (d3_sweep is
+    analysis-only, so the main run's key does not depend on it), reported as metrics rows (two models × seeds per
+    size)."""
     from repdyn.experiments.config import run_dict
     from repdyn.experiments.elastic_sde import geomnist as module
 
     geo = _by_name("elastic_sde.geomnist")
-    assert not geo.config("quick").d3_sweep and geo.config("paper").d3_sweep
+    assert not geo.config("quick").d3_sweep
+    assert geo.config("full").d3_sweep and geo.config("paper").d3_sweep
     assert module.D3_SIZES == (80, 480, 600, 4800)
     config = dataclasses.replace(geo.config("smoke"), d3_sweep=True, steps=400)   # T > Fig. D.3's ω = 151
     assert run_dict(config) == run_dict(dataclasses.replace(config, d3_sweep=False))
