@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 from matplotlib.figure import Figure
 
+from repdyn.data.two_points import CODE_DX, CODE_DY
 from repdyn.data.xor import xor_data
 from repdyn.experiments.base import Analysis, Experiment, RunSpec
 from repdyn.experiments.claims import ClaimSpec, Control, Measured, at_least, at_most, values_text
@@ -143,7 +144,7 @@ class AdamDynamics(Experiment):
             return train_two_point(activation="leaky_relu", depth=config.depth, width=config.width,
                                    gains=[default.gain] * n, lrs=[lr] * n, seeds=[seed + i for i in range(n)],
                                    steps=config.steps, record_every=config.record_every,
-                                   dx=[0.5] * n, dy=[1.0] * n, optimizer=optimizer, device=device)
+                                   dx=[CODE_DX] * n, dy=[CODE_DY] * n, optimizer=optimizer, device=device)
         x, y = (a.numpy() for a in xor_data())
         if run.label == "xor_shallow" and not run.params["deep"]:
             depth, width, steps, lr = 1, config.shallow_width, config.shallow_steps, config.shallow_adam_lr
@@ -191,7 +192,7 @@ class AdamDynamics(Experiment):
         fit_loss, panels = np.full(n, np.nan), {}
         for k in range(n):
             u, v, w = res["u"][:, k, 0], res["v"][:, k], res["w"][:, k]
-            member = fit_member(t, u, v, w, 0.25, 1.0)
+            member = fit_member(t, u, v, w, res["X"][k], res["Y"][k])
             fit_loss[k] = member.relative_loss
             if k == 0:
                 panels[config.two_point_optimizer] = (t, np.stack([u, v, w], -1),
@@ -205,7 +206,7 @@ class AdamDynamics(Experiment):
                                                  f"where the loss falls below 1e-3: {values_text(measures[:, 2])}")
         analysis.figures["fig15_adam"] = trajectory_figure(
             f"Fig. 15: default two-point network, {config.two_point_optimizer}, with fitted Eq. 7 (dashed)", panels,
-            1.0)
+            float(res["Y"][0]))
         return f"Normalised Eq. 7 fit loss per trial: {values_text(fit_loss)}."
 
     def _fig16_deep(self, xor: dict, analysis: Analysis) -> str:

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from repdyn.data.two_points import two_point_data
+from repdyn.data.two_points import CODE_DX, CODE_DY, two_point_data
 from repdyn.experiments.base import RunSpec
 from repdyn.experiments.claims import Control
 from repdyn.experiments.config import ConfigError, param
@@ -23,7 +23,11 @@ PAPER_WIDTH = 500
 CONV_CHANNELS = 20
 """Channels of the convolutional row (App. B.1: "each with 20 channels and kernel size 11"), at every width."""
 CONVERGED_LOSS = 1e-3
-"""Final training loss (½ convention; Y/8 = 0.125 on the plateau) below which a run counts as converged."""
+"""Final training loss (½ convention; Y/8 = 0.0625 on the plateau at the default data) below which a run counts as
+converged."""
+ESCAPE_FRACTION = 0.5
+"""A run has escaped the loss plateau when its final loss is below this fraction of the plateau Y/8, i.e. below Y/16
+(the precondition of every claim about a trained two-point network)."""
 
 
 @dataclass(frozen=True)
@@ -43,8 +47,8 @@ class DefaultRunConfig(DeepRunConfig):
 
     trials: int = param(3, ge=1, help="independent default networks analysed: the first `trials` of the shared "
                         "ensemble (the paper shows one)")
-    dx: float = param(0.5, gt=0)
-    dy: float = param(1.0, gt=0)
+    dx: float = param(CODE_DX, gt=0, help="input distance (the authors' notebook: 1; App. B.1's text: 0.5)")
+    dy: float = param(CODE_DY, gt=0, help="target distance (the authors' notebook: √0.5; App. B.1's text: 1)")
     networks: int = param(3, ge=1, help="default networks of the ensemble shared by the experiments that read it "
                           "(depth, control, init_scale's gain 1.0; trained once, see DEFAULT_NETWORKS); >= trials")
 
@@ -102,13 +106,14 @@ INIT_SCALES: dict[float, float] = {0.9: 0.015, 1.0: 0.005, 1.1: 0.0025, 1.3: 0.0
 
 
 def readout_index(depth: int) -> int:
-    """0-based index of hidden layer ⌈N/2⌉ (1-based), spec 000 §7.11: 9 for N = 20 (the 10th hidden layer), 0 for
-    N = 2."""
-    return (depth + 1) // 2 - 1
+    """0-based index of the hidden layer "exactly halfway through the network" (App. B) as the authors' notebooks read
+    it (``hidden_layer`` of experiments/model_settings: 10 for N = 20, 5 for N = 10, 1 for N = 2, 0 for N = 1), i.e.
+    ⌊N/2⌋: the 11th of 20 hidden layers."""
+    return depth // 2
 
 
 def readout_layer(depth: int) -> str:
-    """The engine's name of the post-activation of :func:`readout_index`: "layer9" for N = 20."""
+    """The engine's name of the post-activation of :func:`readout_index`: "layer10" for N = 20."""
     return f"layer{readout_index(depth)}"
 
 

@@ -1,4 +1,5 @@
-"""Experiment 3 (Fig. 5 of seed 000): fit τ's on trials at dx = 0.5, dy = 1, then predict the final squared
+"""Experiment 3 (Fig. 5 of seed 000): fit τ's on trials at the default data (the authors' notebook: dx = 1, dy = √0.5;
+App. B.1's text says dx = 0.5, dy = 1), then predict the final squared
 representational distance (Eq. 10) on a (dx, dy) grid; equal targets merge. App. B.1 runs the protocol "for each
 architecture": the paper scale runs every Table-1 row, the quick and smoke scales the default only."""
 
@@ -10,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 from matplotlib.figure import Figure
 
+from repdyn.data.two_points import CODE_DX, CODE_DY
 from repdyn.experiments.base import Analysis, Experiment, RunSpec
 from repdyn.experiments.claims import ClaimSpec, Disagreement, InRange, Measured, at_least, at_most
 from repdyn.experiments.config import param
@@ -26,7 +28,8 @@ from repdyn.theory import effective_theory as et
 
 @dataclass(frozen=True)
 class FinalDistanceConfig(DeepRunConfig):
-    fit_trials: int = param(50, ge=1, help="trials at dx = 0.5, dy = 1 whose fitted rates are averaged")
+    fit_trials: int = param(50, ge=1, help="trials at the default data (dx = 1, dy = √0.5) whose fitted rates "
+                             "are averaged")
     grid: int = param(5, ge=2, help="grid points per axis: dx in [0.5, 1.5], dy in [0, 1]")
     repeats: int = param(3, ge=1, help="independent repetitions of the whole protocol (fit trials + grid), one "
                                        "value per claim each (the paper runs it once)")
@@ -89,7 +92,7 @@ class FinalDistance(Experiment):
         "paper": FinalDistanceConfig(),
     }
     claims = (
-        ClaimSpec("slope", "Measured final ‖dh‖² against the Eq. 10 prediction (τ's fitted at dx = 0.5, dy = 1 and "
+        ClaimSpec("slope", "Measured final ‖dh‖² against the Eq. 10 prediction (τ's fitted at dx = 1, dy = √0.5 and "
                   "averaged): least-squares slope through the origin, per architecture (paper scale: every "
                   "Table-1 row, App. B.1; quick: the default) and repetition", "seed 000, Fig. 5",
                   InRange(0.7, 1.3), quote=FIG5,
@@ -131,8 +134,8 @@ class FinalDistance(Experiment):
     def execute(self, config: FinalDistanceConfig, run: RunSpec, seed: int, device: str) -> dict:
         grid_dx, grid_dy = grid_points(config.grid)
         repeats = int(run.params["repeats"])
-        dx = np.tile(np.concatenate([np.full(config.fit_trials, 0.5), grid_dx]), repeats)
-        dy = np.tile(np.concatenate([np.full(config.fit_trials, 1.0), grid_dy]), repeats)
+        dx = np.tile(np.concatenate([np.full(config.fit_trials, CODE_DX), grid_dx]), repeats)
+        dy = np.tile(np.concatenate([np.full(config.fit_trials, CODE_DY), grid_dy]), repeats)
         k = dx.size
         arch = TABLE1[run.params["architecture"]]
         lr = arch.lr * config.time_compression * (arch.reduced_width_lr_factor if config.width < 500 else 1.0)

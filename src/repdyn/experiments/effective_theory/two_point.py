@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 from matplotlib.figure import Figure
 
+from repdyn.data.two_points import CODE_DX, CODE_DY, TEXT_DX, TEXT_DY
 from repdyn.experiments.base import Analysis, Experiment, RunSpec
 from repdyn.experiments.claims import ClaimSpec, Disagreement, Holds, Measured, at_least, at_most
 from repdyn.experiments.config import param
@@ -55,10 +56,12 @@ class TwoPointConfig:
     step_check: bool = param(True, help="also train the default network at half the step for twice the steps")
     check_epochs: int = param(6000, ge=0, help="epochs of the extra default run at the Table-1 step itself "
                                                "(time_compression 1), whose convergence is claimed (0: no such run)")
-    check_trials: int = param(16, ge=1, help="independent networks of that run (one ensemble; Holds needs a "
-                                                  "majority decided at 90 %)")
-    dx: float = param(0.5, gt=0)
-    dy: float = param(1.0, gt=0)
+    check_trials: int = param(8, ge=1, help="independent networks of that run at the default data (one ensemble; "
+                                            "Holds needs a majority decided at 90 %)")
+    text_trials: int = param(8, ge=0, help="networks of that run, in the same ensemble, at App. B.1's stated data "
+                                           "(dx = 0.5, dy = 1; claim text_data_plateau; 0: none)")
+    dx: float = param(CODE_DX, gt=0, help="input distance (the authors' notebook: 1; App. B.1's text: 0.5)")
+    dy: float = param(CODE_DY, gt=0, help="target distance (the authors' notebook: √0.5; App. B.1's text: 1)")
 
 
 class TwoPointDynamics(Experiment):
@@ -172,6 +175,13 @@ class TwoPointDynamics(Experiment):
                                 "(no ½) doubles the step, and at twice the step (3000 steps) still 1 of 8 at width "
                                 "64 and 0 of 3 at width 500",
                       doc="docs/reproduction/000.md#convergence-within-6000-epochs")),
+        ClaimSpec("text_data_plateau", "Erratum check, not a claim of the paper: at the data App. B.1's text states "
+                  "(dx = 0.5, dy = 1; the authors' notebook trains on dx = 1, dy = √0.5) the default network at the "
+                  "Table-1 step stays on the loss plateau for the 6000 epochs: per trial, final loss > Y/16",
+                  "seed 000, App. B.1 against the authors' experiments/2_points.ipynb", Holds(),
+                  quote="the outputs are … and … respectively, where … has been set to 0.5 and … set to 1.",
+                  band_reason="a network whose final loss is above half the plateau Y/8 has not left it; Holds needs "
+                  "a majority of trials", control=UNTRAINED),
     )
 
     def runs(self, config: TwoPointConfig) -> list[RunSpec]:
@@ -184,12 +194,14 @@ class TwoPointDynamics(Experiment):
 
     def execute(self, config: TwoPointConfig, run: RunSpec, seed: int, device: str) -> dict:
         arch = TABLE1[run.params["architecture"]]
-        if run.params.get("table_step"):
-            k = config.check_trials
+        if run.params.get("table_step"):  # the default data, then App. B.1's stated data
+            k = config.check_trials + config.text_trials
+            dx = [config.dx] * config.check_trials + [TEXT_DX] * config.text_trials
+            dy = [config.dy] * config.check_trials + [TEXT_DY] * config.text_trials
             return train_two_point(activation=arch.activation, depth=arch.depth, width=config.width,
                                    gains=[arch.gain] * k, lrs=[arch.lr] * k, seeds=[seed + i for i in range(k)],
                                    steps=config.check_epochs if config.steps else 0, record_every=100,
-                                   dx=[config.dx] * k, dy=[config.dy] * k, device=device, generator_seed=seed)
+                                   dx=dx, dy=dy, device=device, generator_seed=seed)
         factor = run.params.get("step_factor", 1.0)
         width = width_of(arch, config.width)
         k = config.seeds_per_architecture
@@ -216,9 +228,19 @@ class TwoPointDynamics(Experiment):
         rates = {}
         if TABLE_STEP in results:
             res = results.pop(TABLE_STEP)
-            analysis.measured["converges"] = Measured(converged(res["loss"]).tolist(), "final losses after "
+            code, text = slice(0, config.check_trials), slice(config.check_trials, None)
+            final = res["loss"][-1]
+            analysis.measured["converges"] = Measured(converged(res["loss"][:, code]).tolist(), "final losses after "
                                                       f"{int(res['steps'][-1])} epochs: "
-                                                      + ", ".join(f"{x:.3g}" for x in res["loss"][-1]))
+                                                      + ", ".join(f"{x:.3g}" for x in final[code]))
+            if config.text_trials:
+                stayed = (final[text] > res["Y"][text] / 16) & (res["loss"].shape[0] > 1)
+                analysis.measured["text_data_plateau"] = Measured(
+                    stayed.tolist(), f"final losses after {int(res['steps'][-1])} epochs at dx = {TEXT_DX:g}, dy = "
+                    f"{TEXT_DY:g} (plateau Y/8 = {TEXT_DY**2 / 8:g}): " + ", ".join(f"{x:.3g}" for x in final[text])
+                    + "; escape epochs (first recorded loss < Y/16): " + ", ".join(
+                        escape_text(res["steps"], res["loss"][:, j], res["Y"][j]) for j in range(*text.indices(
+                            final.size))))
         for name, res in results.items():
             factor = 0.5 if name == HALF_STEP else 1.0
             t = res["steps"] * config.time_compression * factor  # epochs in the paper's time units
@@ -301,6 +323,17 @@ class TwoPointDynamics(Experiment):
             + per_arch + ". Not converged (final loss > 1e-3 in some trial): " + (", ".join(unconverged) or "none")
             + ".")
         return analysis
+
+
+def escape_epoch(steps: np.ndarray, loss: np.ndarray, Y: float) -> float:
+    """First recorded epoch at which the loss is below Y/16 (half the plateau Y/8); NaN if never."""
+    below = np.nonzero(loss < Y / 16)[0]
+    return float(steps[below[0]]) if below.size else float("nan")
+
+
+def escape_text(steps: np.ndarray, loss: np.ndarray, Y: float) -> str:
+    epoch = escape_epoch(steps, loss, Y)
+    return "-" if np.isnan(epoch) else f"{epoch:.0f}"
 
 
 def loss_figure(panels: Mapping[str, tuple[np.ndarray, np.ndarray, np.ndarray]]) -> Figure:
