@@ -24,6 +24,7 @@ from repdyn.experiments.effective_theory.common import (
     CONVERGED_LOSS,
     TABLE1,
     converged,
+    final_loss_below,
     fit_member,
     gated,
     readout_layer,
@@ -110,21 +111,26 @@ class AdamDynamics(Experiment):
                   quote="The fit is not very good, especially in the earlier part of the dynamics.",
                   band_reason="derived: Eq. 7 gives ≤ 0 (dw/dt < 0 whenever w > 0), so any fitted trajectory misses "
                   "the climb by its whole size; a tenth of the largest dip is our margin. GD, the optimizer the theory "
-                  "assumes, must not show it", control=GD_INSTEAD, figure="fig15_adam"),
+                  "assumes, must not show it", control=GD_INSTEAD, figure="fig15_adam",
+                  no_precondition="about the dynamics while training (w climbs before the end state), not an end "
+                                  "state"),
         ClaimSpec("merge_small", "With Adam, XOR same-output pairs still merge at small gain (0.7): per converged "
                   "trial, largest same-pair / mean cross-pair final ‖dh‖²", "seed 000, Fig. 16", at_most(0.1),
                   depends_on=("xor_adam",), quote=FIG16, band_reason="as xor merge_small", control=ADAM_UNTRAINED,
-                  figure="fig16_xor_adam"),
+                  figure="fig16_xor_adam",
+                  preconditions=(final_loss_below("small_final_loss", "every small-gain Adam XOR network"),)),
         ClaimSpec("keep_large", "With Adam, XOR pairs do not merge at large gain (2.0): per converged trial, the "
                   "same-pair / cross-pair ratio at the end divided by that at initialisation (scale-free: Adam "
                   "shrinks all distances alike)", "seed 000, Fig. 16", at_least(0.5), depends_on=("xor_adam",),
-                  quote=FIG16, band_reason="as xor keep_large", control=ADAM_UNTRAINED),
+                  quote=FIG16, band_reason="as xor keep_large", control=ADAM_UNTRAINED,
+                  preconditions=(final_loss_below("large_final_loss", "every gain-2.0 Adam XOR network"),)),
         ClaimSpec("shallow_fails", "With Adam, the 2-layer network (1 hidden layer, Table 2's gain 0.0015, 40 000 "
                   "steps) does not merge both same-output pairs as Eq. 10 says: per converged trial, the largest "
                   "same-pair / mean cross-pair final ‖dh‖²", "seed 000, Fig. 16 right", at_least(0.1),
                   depends_on=("xor_shallow",), quote="but not for a 2 layer network at small weights",
                   band_reason="the complement of merge_small's band (Eq. 10 gives 0 for every same-output pair)",
-                  control=SHALLOW_AS_DEEP),
+                  control=SHALLOW_AS_DEEP,
+                  preconditions=(final_loss_below("shallow_final_loss", "every 2-layer Adam XOR network"),)),
     )
 
     def runs(self, config: AdamConfig) -> list[RunSpec]:
@@ -172,6 +178,8 @@ class AdamDynamics(Experiment):
         shallow = results["xor_shallow"]
         final = pairwise(shallow["hidden"][-1])
         ok = converged(shallow["loss"])
+        analysis.states["shallow_final_loss"] = Measured(
+            np.where(shallow["loss"].shape[0] > 1, shallow["loss"][-1], np.inf).tolist(), "final loss")
         ratios = []
         for k in range(final.shape[0]):
             same, cross = merge_ratios(final[k])
@@ -212,6 +220,10 @@ class AdamDynamics(Experiment):
     def _fig16_deep(self, xor: dict, analysis: Analysis) -> str:
         initial, final = pairwise(xor["hidden"][0]), pairwise(xor["hidden"][-1])
         ok = converged(xor["loss"])
+        last = np.where(xor["loss"].shape[0] > 1, xor["loss"][-1], np.inf)
+        small_gain = np.asarray(xor["gains"]) == np.min(xor["gains"])
+        analysis.states["small_final_loss"] = Measured(last[small_gain].tolist(), "final loss")
+        analysis.states["large_final_loss"] = Measured(last[~small_gain].tolist(), "final loss")
         values = {"merge_small": [], "keep_large": []}
         fig = Figure(figsize=(6.0, 3.0))
         axes = fig.subplots(1, 2)

@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 
 from repdyn.data.two_points import CODE_DX, CODE_DY, two_point_data
 from repdyn.experiments.base import RunSpec
-from repdyn.experiments.claims import Control
+from repdyn.experiments.claims import Control, Precondition, at_least, at_most
 from repdyn.experiments.config import ConfigError, param
 from repdyn.nn import MLP, Ensemble, Schedule, train
 from repdyn.nn.cnn import ConvChain
@@ -263,6 +263,48 @@ def trajectory_figure(title: str, panels: Mapping[str, tuple[np.ndarray, np.ndar
 UNTRAINED = Control("the untrained networks (steps = 0)", {"steps": 0})
 """The cheapest negative control of a claim about training: nothing is learnt, so no fit, plateau, merge or
 convergence can be measured (NaN), and no claim about training may pass on it."""
+
+
+def plateau_ratio(loss: np.ndarray, Y: np.ndarray | float) -> np.ndarray:
+    """Each member's final training loss over the plateau Y/8 (last row of a (T, K) loss array; Y per member or
+    one); an untrained run (one recorded step) has not left the plateau (∞). Escape: below ESCAPE_FRACTION."""
+    loss = np.asarray(loss)
+    ratio = loss[-1] / (np.asarray(Y, dtype=float) / 8)
+    return np.where(loss.shape[0] > 1, ratio, np.inf)
+
+
+def escaped(quantity: str, networks: str) -> Precondition:
+    """The precondition of a claim about the two-point transition or the state after it: every one of ``networks``
+    left the Y/8 plateau (state quantity ``quantity``: :func:`plateau_ratio` per seed, at most ESCAPE_FRACTION)."""
+    return Precondition(
+        quantity=quantity, expectation=at_most(ESCAPE_FRACTION),
+        state=f"{networks} left the loss plateau (final loss < Y/16)",
+        reason="the claim is about the transition off the Y/8 plateau or the state after it; a network still on the "
+               "plateau has made no transition to fit or compare. Escape = final loss below half the plateau (Y/16)")
+
+
+def final_loss_below(quantity: str, networks: str, threshold: float = CONVERGED_LOSS) -> Precondition:
+    """The precondition of a claim about a final (converged) structure: every one of ``networks`` reached a final
+    training loss below ``threshold`` (state quantity ``quantity``: the final losses)."""
+    return Precondition(
+        quantity=quantity, expectation=at_most(threshold), state=f"{networks} converged (final loss < {threshold:g})",
+        reason="App. B.1: \"Trials which did not converge were discarded\"; the claim is about the converged "
+               f"structure, and {threshold:g} is the convergence threshold of every converged-trial gate of the topic")
+
+
+def learnt(quantity: str, networks: str, fraction: float) -> Precondition:
+    """The precondition of a claim about the structure a multi-point network learnt: every one of ``networks``
+    brought its training loss below ``fraction`` of its initial value (state quantity: final / initial loss)."""
+    return Precondition(
+        quantity=quantity, expectation=at_most(fraction),
+        state=f"{networks} learnt the task (final loss < {fraction:g} × initial)",
+        reason="a network that has not learnt the task carries no learnt structure to compare; the threshold is the "
+               "topic's 'learnt' gate (blobs: 5 % of the initial loss), fixed before any run")
+
+
+def share_at_least(quantity: str, what: str, lo: float, reason: str) -> Precondition:
+    """A precondition on a per-seed share (e.g. of a grid's trials that converged)."""
+    return Precondition(quantity=quantity, expectation=at_least(lo), state=f"{what} ≥ {lo:g}", reason=reason)
 
 
 def converged(loss: np.ndarray, threshold: float = CONVERGED_LOSS) -> np.ndarray:

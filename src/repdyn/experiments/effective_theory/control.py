@@ -14,7 +14,9 @@ from repdyn.experiments.effective_theory.common import (
     UNTRAINED,
     DefaultRunConfig,
     default_networks,
+    escaped,
     fit_member,
+    plateau_ratio,
     readout_index,
     select_networks,
     train_default_networks,
@@ -48,14 +50,16 @@ class PerturbedDynamicsControl(Experiment):
                   band_reason="read off the paper's statement: every alternative fits worse (ratio > 1); the paper's "
                   "own ratio is 3.3", control=UNTRAINED, figure="fig11_control",
                   disagreement=Disagreement(W500_SETTINGS, W500_VARIANTS, W500_RULED_OUT,
-                                            "docs/reproduction/000.md#eq-7-does-not-overlay-the-transition")),
+                                            "docs/reproduction/000.md#eq-7-does-not-overlay-the-transition"),
+                  preconditions=(escaped("default_escape", "every default network"),)),
         ClaimSpec("closest", "The removed-minus-sign version is the closest competitor: per trial, the smallest fit "
                   "loss of the other three perturbations / that of the minus-sign version", "seed 000, Fig. 11",
                   at_least(1.0), quote="increases from 0.92 to 15.35, 16.61, 2.99 and 5.64 respectively",
                   band_reason="read off App. C.1: minus sign 2.99 against 5.64 at the next (ratio 1.9 > 1)",
                   control=UNTRAINED,
                   disagreement=Disagreement(W500_SETTINGS, W500_VARIANTS, W500_RULED_OUT,
-                                            "docs/reproduction/000.md#eq-7-does-not-overlay-the-transition")),
+                                            "docs/reproduction/000.md#eq-7-does-not-overlay-the-transition"),
+                  preconditions=(escaped("default_escape", "every default network"),)),
     )
 
     def prepare(self, config: DefaultRunConfig) -> None:
@@ -72,6 +76,7 @@ class PerturbedDynamicsControl(Experiment):
         t = res["steps"] * config.time_compression
         X, Y = config.dx**2, config.dy**2
         analysis = Analysis()
+        analysis.states["default_escape"] = Measured(plateau_ratio(res["loss"], Y).tolist(), "final loss / (Y/8)")
         losses = {v: [] for v in et.VARIANTS}
         theories = {}
         notes = []

@@ -17,8 +17,10 @@ from repdyn.experiments.effective_theory.common import (
     DefaultRunConfig,
     converged,
     default_networks,
+    escaped,
     fit_member,
     gated,
+    plateau_ratio,
     select_networks,
     train_default_networks,
 )
@@ -65,11 +67,13 @@ class DepthDependence(Experiment):
                   "trial, median normalised fit loss over hidden layers 11-20", "seed 000, Fig. 10", at_most(0.1),
                   quote=FIG10,
                   band_reason="the same choice as two_point default_fit", control=UNTRAINED,
-                  disagreement=SECOND_HALF_FIT, figure="fig10_depth"),
+                  disagreement=SECOND_HALF_FIT, figure="fig10_depth",
+                  preconditions=(escaped("default_escape", "every default network"),)),
         ClaimSpec("halves", "The fit is better in the second half than in the first: per converged trial, median "
                   "fit loss of layers 11-20 / that of layers 1-10 (a failed fit counts as ∞)", "seed 000, Fig. 10",
                   at_most(1.0), quote=FIG10, band_reason="read off Fig. 10: the ordering of the two halves",
-                  control=UNTRAINED),
+                  control=UNTRAINED,
+                  preconditions=(escaped("default_escape", "every default network"),)),
         ClaimSpec("rate_h_trend", "Where the theory is accurate (\"in this regime\": second-half layers whose "
                   f"normalised fit loss is <= {ACCURATE}, the band of second_half_fit), 1/τ_h increases with depth: "
                   "per converged trial, Spearman correlation of the fitted 1/τ_h with the layer index over those "
@@ -83,7 +87,8 @@ class DepthDependence(Experiment):
                                             "layers regardless of fit the direction flips between trials: ρ(1/τ_h) "
                                             ">= 0.5 in 10 of 16, median 1.0 with 90 % interval [-0.64, 1.0] (quick, "
                                             "width 64: 0 of 3; 2 of 8 before session 33)", TREND_RULED_OUT,
-                                            TRENDS_DOC)),
+                                            TRENDS_DOC),
+                  preconditions=(escaped("default_escape", "every default network"),)),
         ClaimSpec("rate_y_trend", "As rate_h_trend for 1/τ_y, which decreases with depth: Spearman correlation of "
                   f"the fitted 1/τ_y with the layer index over the accurate (fit loss <= {ACCURATE}) second-half "
                   "layers", "seed 000, Fig. 10", at_most(-0.5),
@@ -93,7 +98,8 @@ class DepthDependence(Experiment):
                                             "all second-half layers ρ(1/τ_y) <= -0.5 in 10 of 16, median -0.97 with "
                                             "90 % interval [-0.99, 0.80] (quick: 0 of 3; 2 of 8 before "
                                             "session 33)", TREND_RULED_OUT,
-                                            TRENDS_DOC)),
+                                            TRENDS_DOC),
+                  preconditions=(escaped("default_escape", "every default network"),)),
     )
 
     def prepare(self, config: DefaultRunConfig) -> None:
@@ -111,6 +117,7 @@ class DepthDependence(Experiment):
         X, Y = config.dx**2, config.dy**2
         depth = res["u"].shape[2]
         analysis = Analysis()
+        analysis.states["default_escape"] = Measured(plateau_ratio(res["loss"], Y).tolist(), "final loss / (Y/8)")
         rel = np.full((config.trials, depth), np.nan)
         rate_h, rate_y = np.full_like(rel, np.nan), np.full_like(rel, np.nan)
         notes = []

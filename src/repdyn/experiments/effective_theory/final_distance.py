@@ -20,6 +20,7 @@ from repdyn.experiments.effective_theory.common import (
     UNTRAINED,
     DeepRunConfig,
     fit_member,
+    share_at_least,
     train_two_point,
     width_of,
 )
@@ -33,7 +34,10 @@ class FinalDistanceConfig(DeepRunConfig):
     grid: int = param(5, ge=2, help="grid points per axis: dx in [0.5, 1.5], dy in [0, 1]")
     repeats: int = param(3, ge=1, help="independent repetitions of the whole protocol (fit trials + grid), one "
                                        "value per claim each (the paper runs it once)")
-    converged_loss: float = param(1e-3, gt=0, help="trials whose final loss exceeds this are discarded")
+    converged_loss: float = param(1e-3, gt=0, help="sweep trials whose final loss exceeds this are discarded "
+                                                   "(rich_structure.ipynb: 1e-3)")
+    fit_converged_loss: float = param(1e-2, gt=0, help="fit trials whose final loss exceeds this are not fitted "
+                                                       "(rich_structure.ipynb: 1e-2)")
     run_per_repeat: bool = param(True, help="one independent run per repetition, so --jobs and --cluster spread "
                                             "them; false: all repetitions in one batched run")
     architectures: tuple[str, ...] = param(tuple(TABLE1), choices=tuple(TABLE1),
@@ -66,6 +70,10 @@ RANDOM_FEATURES = Disagreement(
               "only); the rates as a whole (each trial's own fitted τ_y/τ_h, 0.13-0.51 at width 500, 0.16-0.76 at "
               "width 64, puts Eq. 10 within a few % of its final distance: the spread is in the rates)",
     doc="docs/reproduction/000.md#the-final-distance-keeps-randomness-that-eq-47-removes")
+GRID_CONVERGED = share_at_least(
+    "grid_converged", "share of the repetition's sweep trials that converged", 0.8,
+    "App. B.1 discards trials that did not converge; discarding more than a fifth of the grid would bias the "
+    "comparison (the band of claim converged, fixed before any run)")
 A6 = ("We can explicitly demonstrate the vanishing of randomness in the representation at small initial weights … "
       "giving us a final representational distribution")
 FIG5 = ("The final representational distance of two point experiments with varying input and target output distances "
@@ -97,20 +105,24 @@ class FinalDistance(Experiment):
                   "Table-1 row, App. B.1; quick: the default) and repetition", "seed 000, Fig. 5",
                   InRange(0.7, 1.3), quote=FIG5,
                   band_reason="our choice: the identity line of Fig. 5 within ±30 % (the paper gives no number)",
-                  control=UNTRAINED, disagreement=DX_GROWTH, figure="fig5_final_distance"),
+                  control=UNTRAINED, disagreement=DX_GROWTH, figure="fig5_final_distance",
+                  preconditions=(GRID_CONVERGED,)),
         ClaimSpec("r2", "Coefficient of determination of measured vs predicted final ‖dh‖² (identity line), per "
                   "architecture and repetition", "seed 000, Fig. 5", at_least(0.7), quote=FIG5,
                   band_reason="our choice: most of the variance over the grid explained by Eq. 10",
-                  control=UNTRAINED, disagreement=DX_GROWTH),
+                  control=UNTRAINED, disagreement=DX_GROWTH,
+                  preconditions=(GRID_CONVERGED,)),
         ClaimSpec("merge", "Equal targets merge: largest final ‖dh‖² at dy = 0 divided by the mean at dy = 1",
                   "seed 000, Fig. 5; Eq. 10 with A_low = 0", at_most(0.1),
                   quote="representations of datapoints with the same target output will merge",
                   band_reason="derived: Eq. 10 gives 0 at dy = 0; a tenth of the dy = 1 distance allows for the "
-                  "finite training time", control=UNTRAINED),
+                  "finite training time", control=UNTRAINED,
+                  preconditions=(GRID_CONVERGED,)),
         ClaimSpec("converged", "Fraction of sweep trials that converged (final loss below the threshold)",
                   "seed 000, App. B.1", at_least(0.8), quote="Trials which did not converge were discarded.",
                   band_reason="our choice: discarding more than a fifth of the grid would bias the comparison",
-                  control=UNTRAINED),
+                  control=UNTRAINED,
+                  no_precondition="the claim is the convergence itself"),
         ClaimSpec("random_features", "Eq. 47 is the distribution of the final ‖dh‖² over random initialisations, "
                   "with G = the mean of ‖dh(0)‖²/X over the repetition's networks (App. A.6's N(G, G²)) and A_low "
                   "from the averaged fitted τ's: per architecture and repetition, the KS distance of the converged "
@@ -118,7 +130,8 @@ class FinalDistance(Experiment):
                   "exact 5 % KS critical value for their number", "seed 000, App. A.6, Eq. 47", at_most(1.0),
                   quote=A6, band_reason="derived: a sample drawn from Eq. 47 exceeds the critical value with "
                   "probability 0.05 (the exact one-sample KS distribution for that n); G estimated from the same "
-                  "networks only makes the test more lenient", control=UNTRAINED, disagreement=RANDOM_FEATURES),
+                  "networks only makes the test more lenient", control=UNTRAINED, disagreement=RANDOM_FEATURES,
+                  preconditions=(GRID_CONVERGED,)),
     )
 
     def runs(self, config: FinalDistanceConfig) -> list[RunSpec]:
@@ -161,6 +174,10 @@ class FinalDistance(Experiment):
             offset = block * size
             rates = []
             for k in range(offset, offset + config.fit_trials):
+                if not (res["loss"][-1, k] < config.fit_converged_loss and t.size > 1):
+                    notes.append(f"{name} repeat {r} fit trial {k - offset}: final loss {res['loss'][-1, k]:.3g} > "
+                                 f"{config.fit_converged_loss:g}, discarded")
+                    continue
                 member = fit_member(t, res["u"][:, k, 0], res["v"][:, k], res["w"][:, k], res["X"][k], res["Y"][k])
                 if member.fit is None:
                     notes.append(f"{name} repeat {r} fit trial {k - offset}: {member.error}")
@@ -205,6 +222,8 @@ class FinalDistance(Experiment):
             if block == 0:
                 analysis.figures["fig5_final_distance"] = self._figure(X, dy, measured, predicted, converged,
                                                                        tau_ratio, len(rates))
+        analysis.states["grid_converged"] = Measured(values["converged"], "share of each repetition's sweep trials "
+                                                     f"with final loss < {config.converged_loss:g}")
         for claim, vals in values.items():
             analysis.measured[claim] = Measured(vals, f"per architecture ({', '.join(config.architectures)}) and "
                                                       f"repetition of the protocol ({config.repeats} each)")

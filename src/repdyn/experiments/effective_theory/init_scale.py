@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 from matplotlib.figure import Figure
 
+from repdyn.data.two_points import CODE_DY
 from repdyn.experiments.base import Analysis, Experiment, RunSpec
 from repdyn.experiments.claims import ClaimSpec, CloseTo, Disagreement, Measured, at_least, at_most
 from repdyn.experiments.config import param
@@ -19,10 +20,12 @@ from repdyn.experiments.effective_theory.common import (
     DefaultRunConfig,
     converged,
     default_networks,
+    escaped,
     fit_member,
     gated,
     loss_fit,
     plateau_fraction,
+    plateau_ratio,
     readout_index,
     select_networks,
     target_mean,
@@ -116,23 +119,28 @@ class InitialWeightScale(Experiment):
         ClaimSpec("plateau_small", "At the smallest gain (0.9) u stays on a plateau: fraction of training before "
                   "u has risen 5 % of the way to its final value (converged trials)", "seed 000, Fig. 3",
                   at_least(0.1), quote=FIG3, band_reason="our choice, as the plateau claim of two_point",
-                  control=UNTRAINED, disagreement=GAIN_09_PLATEAU, figure="fig3_trajectories"),
+                  control=UNTRAINED, disagreement=GAIN_09_PLATEAU, figure="fig3_trajectories",
+                  preconditions=(escaped("gain09_escape", "every gain-0.9 network"),)),
         ClaimSpec("no_plateau_large", "At gain 1.3 there is no plateau: u moves 5 % of its way within this "
                   "fraction of training (converged trials)", "seed 000, Fig. 3", at_most(0.05), quote=FIG3,
                   band_reason="our choice: half the plateau threshold, immediate exponential decay (App. A.5)",
-                  control=UNTRAINED),
-        ClaimSpec("loss_plateau", "The small-init loss plateau (½ convention) sits at Y/8: loss at gain 0.9 "
-                  "halfway through the plateau (converged trials)", "seed 000, Fig. 3 bottom; spec 000 §2.5",
-                  CloseTo(0.125, rtol=0.1),
+                  control=UNTRAINED,
+                  preconditions=(escaped("gain13_escape", "every gain-1.3 network"),)),
+        ClaimSpec("loss_plateau", "The small-init loss plateau (½ convention) sits at Y/8 (0.0625 at the default "
+                  "data, Y = 0.5): loss at gain 0.9 halfway through the plateau (converged trials)",
+                  "seed 000, Fig. 3 bottom; spec 000 §2.5", CloseTo(CODE_DY**2 / 8, rtol=0.1),
                   quote="which causes a plateau in the loss at small weights",
-                  band_reason="derived: with dy ≈ 0 and ȳ fitted, Eq. 9 gives Y/8 (½ convention); 10 % for the "
-                  "residual of the output mean", control=UNTRAINED, disagreement=GAIN_09_PLATEAU),
+                  band_reason="derived: with dy ≈ 0 and ȳ fitted, Eq. 9 gives Y/8 (½ convention; the centre moves "
+                  "with the data's Y); 10 % for the residual of the output mean", control=UNTRAINED,
+                  disagreement=GAIN_09_PLATEAU,
+                  preconditions=(escaped("gain09_escape", "every gain-0.9 network"),)),
         ClaimSpec("fit_small_gains", "Eq. 7 fits gains 0.9-1.1: per trial, the largest normalised Eq. 49 fit loss "
                   "over the networks that converged (a failed fit counts as ∞)",
                   "seed 000, Fig. 3", at_most(0.1),
                   quote="compared to the effective theory, after fitting two effective learning rates",
                   band_reason="the same choice as two_point default_fit", control=UNTRAINED,
-                  disagreement=SMALL_GAIN_FITS),
+                  disagreement=SMALL_GAIN_FITS,
+                  preconditions=(escaped("small_gains_escape", "every network at gains 0.9-1.1"),)),
         ClaimSpec("breakdown", "At the largest gain (1.4) the theory fits clearly worse than at the small gains: "
                   "per trial, fit loss at 1.4 / the worst of gains 0.9-1.1 (converged networks; a failed fit at 1.4 "
                   "counts as ∞)",
@@ -140,7 +148,8 @@ class InitialWeightScale(Experiment):
                   quote="At very high initial weights, when the representational distance starts off already large, "
                   "the approximation breaks down as expected.",
                   band_reason="our choice: a breakdown must at least double the fit loss", control=UNTRAINED,
-                  disagreement=NO_BREAKDOWN),
+                  disagreement=NO_BREAKDOWN,
+                  preconditions=(escaped("breakdown_escape", "every network at gains 0.9-1.1 and 1.4"),)),
         ClaimSpec("loss_fit", "Eq. 9 with the fitted τ_h, τ_y and a fitted τ_ȳ overlays the loss curves: per "
                   "trial, the largest relative loss-fit error over gains 0.9-1.3 (converged networks)",
                   "seed 000, Fig. 12",
@@ -148,7 +157,8 @@ class InitialWeightScale(Experiment):
                   quote="The first two effective learning rates fitted in the 3-dimensional system were re-used and "
                   "the final one was fitted using the same procedure.",
                   band_reason="our choice: a tenth of ∫L², a visible overlay", control=UNTRAINED,
-                  figure="fig3_loss"),
+                  figure="fig3_loss",
+                  preconditions=(escaped("fitted_gains_escape", "every network at gains 0.9-1.3"),)),
     )
 
     def prepare(self, config: InitScaleConfig) -> None:
@@ -183,6 +193,7 @@ class InitialWeightScale(Experiment):
         shape = (len(config.gains), K)
         rel, loss_err, plateau, half_loss = (np.full(shape, np.nan) for _ in range(4))
         ok = converged(res["loss"]).reshape(shape)
+        ratio = plateau_ratio(res["loss"], Y).reshape(shape)  # final loss / (Y/8): escape below 1/2
         panels, notes = {}, []
         loss_fig = Figure(figsize=(9.0, 2.6))
         loss_axes = loss_fig.subplots(1, len(config.gains), squeeze=False)[0]
@@ -229,6 +240,14 @@ class InitialWeightScale(Experiment):
         analysis.figures["fig3_loss"] = loss_fig
         index = {gain: g for g, gain in enumerate(config.gains)}
         small = [index[g] for g in config.gains if g <= 1.1]
+        for quantity, chosen in (("gain09_escape", [0.9]), ("gain13_escape", [1.3]),
+                                 ("small_gains_escape", [g for g in config.gains if g <= 1.1]),
+                                 ("breakdown_escape", [g for g in config.gains if g <= 1.1 or g == 1.4]),
+                                 ("fitted_gains_escape", [g for g in config.gains if g <= 1.3])):
+            rows = [index[g] for g in chosen if g in index]
+            if rows:
+                analysis.states[quantity] = Measured(np.max(ratio[rows], axis=0).tolist(), "final loss / (Y/8), the "
+                                                     f"largest over gains {', '.join(f'{g:g}' for g in chosen)}")
         conv = f"converged trials per gain: {dict(zip(config.gains, ok.sum(axis=1).tolist()))}"
         if 0.9 in index:
             g = index[0.9]

@@ -20,10 +20,12 @@ from repdyn.experiments.effective_theory.common import (
     TABLE1,
     UNTRAINED,
     converged,
+    escaped,
     fit_member,
     gated,
     loss_fit,
     plateau_fraction,
+    plateau_ratio,
     readout_layer,
     target_mean,
     train_two_point,
@@ -91,7 +93,8 @@ class TwoPointDynamics(Experiment):
                       ruled_out="the fit search (widened to 12 decades of τ_y/τ_h; it recovers known rates to 1 %); "
                                 "the step (half the Table-1 step fits no better); the width (width 64 at the Table-1 "
                                 "step: 0.60, at half of it 0.70); the read-out layer (layer 10 of 20, §7.11)",
-                      doc="docs/reproduction/000.md#eq-7-does-not-overlay-the-transition")),
+                      doc="docs/reproduction/000.md#eq-7-does-not-overlay-the-transition"),
+                  preconditions=(escaped("default_escape", "every default network"),)),
         ClaimSpec("all_fit", "Eq. 7 overlays the trajectories of every architecture: per trial, the median over "
                   "architectures of the normalised fit loss (per architecture in the note)", "seed 000, Fig. 2",
                   at_most(0.1), quote="amongst architectures with varying connectivity (top) and nonlinearities "
@@ -107,7 +110,8 @@ class TwoPointDynamics(Experiment):
                       ruled_out="the width (64 and 500 agree); unconverged runs (all 18 converged, one dropout trial "
                                 "to 1.4e-3); the fit search; for the default row the step (half the Table-1 step: "
                                 "0.98)",
-                      doc="docs/reproduction/000.md#eq-7-does-not-overlay-the-transition")),
+                      doc="docs/reproduction/000.md#eq-7-does-not-overlay-the-transition"),
+                  preconditions=(escaped("all_escape", "every network of every Table-1 row"),)),
         ClaimSpec("loss_fit", "Eq. 9 with each run's fitted (1/τ_h, 1/τ_y) re-used and a fitted 1/τ_ȳ overlays "
                   "the training loss of every Table-1 architecture: per trial, the median over the architectures "
                   f"whose run converged (final loss < {CONVERGED_LOSS:g}) of the relative loss-fit error "
@@ -116,7 +120,8 @@ class TwoPointDynamics(Experiment):
                   band_reason="the band of init_scale loss_fit (Fig. 12's default network at gains 0.9-1.3), fixed "
                   "before any run: our choice, a tenth of ∫L², a visible overlay; a network still on the plateau "
                   "has no transition to overlay, so only converged runs count", control=UNTRAINED,
-                  figure="fig12_loss"),
+                  figure="fig12_loss",
+                  preconditions=(escaped("all_escape", "every network of every Table-1 row"),)),
         ClaimSpec("plateau", "Small-init dynamics start with a plateau: fraction of training before u has risen "
                   "5 % of the way to its final value (default network, converged trials only)", "seed 000, Fig. 2-3",
                   at_least(0.1), depends_on=("default",),
@@ -132,11 +137,14 @@ class TwoPointDynamics(Experiment):
                                "quick: one of 3 trials still on the plateau after 35 000 epochs",
                       ruled_out="the width (64 and 500 agree); the step (half, twice); the training time at width 64 "
                                 "(23.4 × the step for 1500 steps)",
-                      doc="docs/reproduction/000.md#convergence-within-6000-epochs")),
+                      doc="docs/reproduction/000.md#convergence-within-6000-epochs"),
+                  preconditions=(escaped("default_escape", "every default network"),)),
         ClaimSpec("fits_converged", "The fit converges (no search bound hit) for every architecture: per trial, "
                   "the fraction of architectures with a converged fit", "seed 000, App. B.1", at_least(1.0),
                   quote="To determine the values of … and … we optimize the squared fit loss",
-                  band_reason="our choice: every architecture of Table 1 is fitted in the paper", control=UNTRAINED),
+                  band_reason="our choice: every architecture of Table 1 is fitted in the paper", control=UNTRAINED,
+                  no_precondition="a statement about the fit search, which must converge on any recorded "
+                                  "trajectory"),
         ClaimSpec("step_size", "GD at the run's step follows gradient flow (the quick scale runs 23.4 × the Table-1 "
                   "step): halving the step (twice the steps, same flow time, same initialisation) changes the "
                   "fitted 1/τ_h and 1/τ_y of the default network by at most this relative amount",
@@ -155,7 +163,8 @@ class TwoPointDynamics(Experiment):
                       ruled_out="the fit (it recovers known rates to 1 % on Eq. 7 trajectories, "
                                 "test_fit_recovers_rates_and_reports_failure); the width (the same at 64 and 500); "
                                 "the quick scale's raised step alone (the paper's own step already fails)",
-                      doc="docs/reproduction/000.md#the-table-1-step-is-not-gradient-flow")),
+                      doc="docs/reproduction/000.md#the-table-1-step-is-not-gradient-flow"),
+                  preconditions=(escaped("step_check_escape", "every default network at both steps"),)),
         ClaimSpec("converges", "At the Table-1 learning rate itself (½-MSE convention of Eq. 2, time_compression "
                   "1) the default network converges within 6000 epochs: per trial, final loss < 1e-3",
                   "seed 000, App. B.1, Table 1", Holds(),
@@ -174,14 +183,16 @@ class TwoPointDynamics(Experiment):
                                 "step, 12000 steps, still 1 of 8 at width 64); the loss convention: PyTorch's MSELoss "
                                 "(no ½) doubles the step, and at twice the step (3000 steps) still 1 of 8 at width "
                                 "64 and 0 of 3 at width 500",
-                      doc="docs/reproduction/000.md#convergence-within-6000-epochs")),
+                      doc="docs/reproduction/000.md#convergence-within-6000-epochs"),
+                  no_precondition="the claim is the convergence itself"),
         ClaimSpec("text_data_plateau", "Erratum check, not a claim of the paper: at the data App. B.1's text states "
                   "(dx = 0.5, dy = 1; the authors' notebook trains on dx = 1, dy = √0.5) the default network at the "
                   "Table-1 step stays on the loss plateau for the 6000 epochs: per trial, final loss > Y/16",
                   "seed 000, App. B.1 against the authors' experiments/2_points.ipynb", Holds(),
                   quote="the outputs are … and … respectively, where … has been set to 0.5 and … set to 1.",
                   band_reason="a network whose final loss is above half the plateau Y/8 has not left it; Holds needs "
-                  "a majority of trials", control=UNTRAINED),
+                  "a majority of trials", control=UNTRAINED,
+                  no_precondition="the claim is that the networks do not leave the plateau"),
     )
 
     def runs(self, config: TwoPointConfig) -> list[RunSpec]:
@@ -276,6 +287,17 @@ class TwoPointDynamics(Experiment):
                     panels[name] = (t, np.stack([u, v, w], axis=-1), member.fit.theory)
         per_arch = ", ".join(f"{n}: {np.nanmedian(r) if np.isfinite(r).any() else float('nan'):.3g}"
                              for n, r in rel.items())
+        ratios = {name: plateau_ratio(res["loss"], res["Y"]) for name, res in results.items()}
+        if "default" in ratios:
+            analysis.states["default_escape"] = Measured(ratios["default"].tolist(), "final loss / (Y/8)")
+            if HALF_STEP in ratios:
+                analysis.states["step_check_escape"] = Measured(
+                    np.maximum(ratios["default"], ratios[HALF_STEP]).tolist(), "final loss / (Y/8), the larger of "
+                    "the Table-1-step and half-step runs")
+        rows = [ratios[n] for n in config.architectures if n in ratios]
+        if rows:
+            analysis.states["all_escape"] = Measured(np.max(rows, axis=0).tolist(), "final loss / (Y/8), the "
+                                                     "largest over the Table-1 rows")
         if "default" in results:
             res = results["default"]
             t = res["steps"]

@@ -27,6 +27,7 @@ from repdyn.experiments.effective_theory.common import (
     CONVERGED_LOSS,
     TABLE1,
     converged,
+    final_loss_below,
     fit_member,
     gated,
     readout_layer,
@@ -143,32 +144,38 @@ class XorStructure(Experiment):
                   "seed 000, Fig. 6", at_most(0.1),
                   depends_on=("deep", "tau"), quote=XOR_TEXT + "output will merge",
                   band_reason="derived: Eq. 10 gives 0 for equal targets; a tenth allows for the finite training "
-                  "time", control=XOR_UNTRAINED, figure="fig6_xor", disagreement=XOR_SMALL_PLATEAU),
+                  "time", control=XOR_UNTRAINED, figure="fig6_xor", disagreement=XOR_SMALL_PLATEAU,
+                  preconditions=(final_loss_below("small_final_loss", "every small-gain network"),)),
         ClaimSpec("keep_large", "Largest gain (2.0): no merging: per converged trial, the smallest over the "
                   "same-output pairs of final / initial ‖dh‖²", "seed 000, Fig. 6", at_least(0.5),
                   depends_on=("deep",), quote="At large initial weights no such merging should occur.",
                   band_reason="our choice: a same-output pair keeping at least half its initial distance has not "
-                  "merged", control=XOR_UNTRAINED),
+                  "merged", control=XOR_UNTRAINED,
+                  preconditions=(final_loss_below("large_final_loss", "every large-gain network"),)),
         ClaimSpec("theory_small", "Pairwise Eq. 10 predicts the small-gain final distances: per converged trial, "
                   "‖measured − predicted‖ / ‖measured‖ over the 6 pairs", "seed 000, Fig. 6", at_most(0.3),
                   depends_on=("deep", "tau"), quote=FIG6,
                   band_reason="our choice: Fig. 6 shows agreement by eye; 30 % of the matrix norm",
-                  control=XOR_UNTRAINED, disagreement=XOR_SMALL_PLATEAU),
+                  control=XOR_UNTRAINED, disagreement=XOR_SMALL_PLATEAU,
+                  preconditions=(final_loss_below("small_final_loss", "every small-gain network"),)),
         ClaimSpec("theory_large", "Pairwise Eq. 10 predicts the large-gain final distances (relative error, "
                   "converged trials)", "seed 000, Fig. 6", at_most(0.3), depends_on=("deep", "tau"), quote=FIG6,
-                  band_reason="as theory_small", control=XOR_UNTRAINED),
+                  band_reason="as theory_small", control=XOR_UNTRAINED,
+                  preconditions=(final_loss_below("large_final_loss", "every large-gain network"),)),
         ClaimSpec("theory_intermediate", "Pairwise Eq. 10 predicts the final distances at the intermediate gain "
                   "(Table 2: 1.25): per converged trial, ‖measured − predicted‖ / ‖measured‖ over the 6 pairs",
                   "seed 000, Fig. 6 middle", at_most(0.3), depends_on=("deep", "tau"), quote=FIG6,
                   band_reason="as theory_small (the caption's \"varying initial weight scales\" are Table 2's three "
                   "gains; the text states nothing else about 1.25)", control=XOR_UNTRAINED,
-                  disagreement=XOR_INTERMEDIATE),
+                  disagreement=XOR_INTERMEDIATE,
+                  preconditions=(final_loss_below("intermediate_final_loss", "every gain-1.25 network"),)),
         ClaimSpec("shallow_control", "The 1-hidden-layer network merges only one of the two same-output pairs: per "
                   "converged trial, the number of same pairs with ratio < 0.1", "seed 000, Fig. 6 right",
                   CloseTo(1.0), depends_on=("shallow",),
                   quote="the theory fails to anticipate the merging of only one pair when the network is reduced "
                   "to a two layer architecture", band_reason="read off Fig. 6 (right): exactly one pair merges",
-                  control=XOR_UNTRAINED),
+                  control=XOR_UNTRAINED,
+                  preconditions=(final_loss_below("shallow_final_loss", "every 1-hidden-layer network"),)),
     )
 
     def runs(self, config: XorConfig) -> list[RunSpec]:
@@ -275,6 +282,14 @@ class XorStructure(Experiment):
                 axes[row, g].imshow(matrix, cmap="viridis")
                 axes[row, g].set_title(f"gain {gain:g}: {label}", fontsize=8)
         conv = f"converged deep trials (final loss < 1e-3): {int(ok.sum())} of {ok.size}"
+        trained = deep["loss"].shape[0] > 1
+        gain_of = np.array(member_gains)
+        for quantity, gain in (("small_final_loss", gains[0]), ("large_final_loss", gains[-1]),
+                               ("intermediate_final_loss", INTERMEDIATE_GAIN)):
+            chosen = gain_of == gain
+            if chosen.any():
+                analysis.states[quantity] = Measured(np.where(trained, final_loss[chosen], np.inf).tolist(),
+                                                     f"final loss of the gain-{gain:g} networks")
         notes = {"theory_intermediate": f"; the initial geometry's relative error against the same prediction: "
                                         f"{values_text(initial_err)}"}
         for name, vals in values.items():
@@ -282,6 +297,8 @@ class XorStructure(Experiment):
                 analysis.measured[name] = Measured(vals, conv + notes.get(name, ""))
         shallow_final = pairwise(shallow["hidden"][-1])
         shallow_ok = converged(shallow["loss"])
+        analysis.states["shallow_final_loss"] = Measured(
+            np.where(shallow["loss"].shape[0] > 1, shallow["loss"][-1], np.inf).tolist(), "final loss")
         merged, ratios = [], []
         for k in range(n):
             same, cross = merge_ratios(shallow_final[k])
