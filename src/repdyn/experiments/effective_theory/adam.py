@@ -100,6 +100,8 @@ class AdamDynamics(Experiment):
         # moves ∝ the l1 norm of ∂f/∂θ ∝ width) × 3 (6000 paper epochs in 2000 steps)
         "quick": AdamConfig(width=64, steps=2000, xor_steps=700, time_compression=11.71875, record_every=10,
                             adam_lr=1.171875e-5, shallow_steps=2000),
+        "full": AdamConfig(width=64, steps=2000, xor_steps=700, time_compression=11.71875, record_every=10,
+                           adam_lr=1.171875e-5, shallow_steps=2000, trials=5),
         "paper": AdamConfig(),
     }
     claims = (

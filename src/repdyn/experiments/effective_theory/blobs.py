@@ -98,6 +98,8 @@ class FeatureCollapse(Experiment):
         # the calibrated generator (σ = 2, unit-sum images, SGD batches of 64) needs ~40 000 SGD steps per gain,
         # beyond the quick budget; the quick scale keeps the earlier stand-in: σ = 1, unnormalised, full batch
         "quick": BlobsConfig(grid=10, lr_factor=8.0, sigma=1.0, normalise=False, batch_size=0, adam_epochs=300),
+        "full": BlobsConfig(grid=10, lr_factor=8.0, sigma=1.0, normalise=False, batch_size=0, adam_epochs=300,
+                            trials=5),
         "paper": BlobsConfig(),
     }
     claims = (
