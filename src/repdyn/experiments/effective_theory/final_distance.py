@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 
 from repdyn.data.two_points import CODE_DX, CODE_DY
 from repdyn.experiments.base import Analysis, Experiment, RunSpec
-from repdyn.experiments.claims import ClaimSpec, Disagreement, InRange, Measured, at_least, at_most
+from repdyn.experiments.claims import ClaimSpec, InRange, Measured, at_least, at_most
 from repdyn.experiments.config import param
 from repdyn.experiments.effective_theory.common import (
     TABLE1,
@@ -45,31 +45,6 @@ class FinalDistanceConfig(DeepRunConfig):
                                                 "architecture\"); each at its own gain, learning rate and depth")
 
 
-DX_GROWTH = Disagreement(
-    settings="the paper's network (20 × 500 leaky ReLU, gain 1, Table-1 learning rate 0.005 × 11.7, 4000 steps = "
-             "46 875 epochs, float64), dy = 1, dx = 0.5, 1.0, 1.5, seeds 0-2 each (the same initialisations across "
-             "dx); τ's fitted on the dx = 0.5 trials and averaged (App. B); at the Table-1 step itself most "
-             "networks do not leave the plateau within 6000 epochs, so App. B's protocol would discard them",
-    measured="all 9 converged (loss < 1e-20). Final ‖dh‖² at dx = 0.5 / 1.0 / 1.5: 0.201, 0.231, 0.207 / 0.138, "
-             "0.172, 0.189 / 0.145, 0.142, 0.187; Eq. 10 (τ_y/τ_h = 0.184): 0.215 / 0.430 / 0.644. Growth from dx = "
-             "0.5 to 1.5: measured × 0.72, 0.62, 0.90 per seed, Eq. 10 × 3.00; slope of measured on predicted 0.34. "
-             "Quick scale (width 64): slope 0.26-0.36, the same fall with dx",
-    ruled_out="the width (64 and 500 agree); convergence (every trial converged); the fitted rates (at the fitting "
-              "point dx = 0.5 Eq. 10 gives 0.215 against the measured 0.20-0.23: the failure is the dependence on dx); "
-              "the sweep's dy (at dy = 0 the pairs merge as Eq. 10 says, claim merge)",
-    doc="docs/reproduction/000.md#final-distance-does-not-grow-with-dx")
-RANDOM_FEATURES = Disagreement(
-    settings="the paper's network (20 × 500 leaky ReLU, gain 1, Table-1 learning rate 0.005 × 11.7, 4000 steps, "
-             "float64), dx = 0.5, dy = 1, seeds 0-7; G = the mean ‖dh(0)‖²/X of the 8, τ_y/τ_h averaged over their "
-             "8 fits (App. B.1)",
-    measured="all 8 converged; G = 0.00203, τ_y/τ_h = 0.222, so Eq. 47 has width √2·X·G = 7e-4 around A_low = "
-             "0.235; the final ‖dh‖² are 0.201, 0.231, 0.207, 0.222, 0.232, 0.175, 0.355, 0.257 (Eq. 47 "
-             "probabilities six 0, two 1): KS 0.750 against the 5 % critical value 0.454 (ratio 1.65). Quick (width "
-             "64): ratios 1.81, 2.07, 2.07 over 9, 7, 9 converged trials per repetition",
-    ruled_out="convergence (all converged); the width (64 and 500 agree); the sweep's dx (width 500 uses dx = 0.5 "
-              "only); the rates as a whole (each trial's own fitted τ_y/τ_h, 0.13-0.51 at width 500, 0.16-0.76 at "
-              "width 64, puts Eq. 10 within a few % of its final distance: the spread is in the rates)",
-    doc="docs/reproduction/000.md#the-final-distance-keeps-randomness-that-eq-47-removes")
 GRID_CONVERGED = share_at_least(
     "grid_converged", "share of the repetition's sweep trials that converged", 0.8,
     "App. B.1 discards trials that did not converge; discarding more than a fifth of the grid would bias the "
@@ -107,12 +82,12 @@ class FinalDistance(Experiment):
                   "Table-1 row, App. B.1; quick: the default) and repetition", "seed 000, Fig. 5",
                   InRange(0.7, 1.3), quote=FIG5,
                   band_reason="our choice: the identity line of Fig. 5 within ±30 % (the paper gives no number)",
-                  control=UNTRAINED, disagreement=DX_GROWTH, figure="fig5_final_distance",
+                  control=UNTRAINED, figure="fig5_final_distance",
                   preconditions=(GRID_CONVERGED,)),
         ClaimSpec("r2", "Coefficient of determination of measured vs predicted final ‖dh‖² (identity line), per "
                   "architecture and repetition", "seed 000, Fig. 5", at_least(0.7), quote=FIG5,
                   band_reason="our choice: most of the variance over the grid explained by Eq. 10",
-                  control=UNTRAINED, disagreement=DX_GROWTH,
+                  control=UNTRAINED,
                   preconditions=(GRID_CONVERGED,)),
         ClaimSpec("merge", "Equal targets merge: largest final ‖dh‖² at dy = 0 divided by the mean at dy = 1",
                   "seed 000, Fig. 5; Eq. 10 with A_low = 0", at_most(0.1),
@@ -132,7 +107,7 @@ class FinalDistance(Experiment):
                   "exact 5 % KS critical value for their number", "seed 000, App. A.6, Eq. 47", at_most(1.0),
                   quote=A6, band_reason="derived: a sample drawn from Eq. 47 exceeds the critical value with "
                   "probability 0.05 (the exact one-sample KS distribution for that n); G estimated from the same "
-                  "networks only makes the test more lenient", control=UNTRAINED, disagreement=RANDOM_FEATURES,
+                  "networks only makes the test more lenient", control=UNTRAINED,
                   preconditions=(GRID_CONVERGED,)),
     )
 

@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 
 from repdyn.data.two_points import CODE_DX, CODE_DY, TEXT_DX, TEXT_DY
 from repdyn.experiments.base import Analysis, Experiment, RunSpec
-from repdyn.experiments.claims import ClaimSpec, Disagreement, Holds, Measured, at_least, at_most
+from repdyn.experiments.claims import ClaimSpec, Holds, Measured, at_least, at_most
 from repdyn.experiments.config import param
 from repdyn.experiments.effective_theory.common import (
     CONVERGED_LOSS,
@@ -40,9 +40,6 @@ TABLE_STEP = "default_table_step"
 FIG12 = ("Training loss on the two point experiment compared to the prediction from the effective theory. The first "
          "two effective learning rates fitted in the 3-dimensional system were re-used and the final one was fitted "
          "using the same procedure.")
-W500_FIT = ("every width-500 network that leaves the plateau within the run leaves it in a jump no Eq. 7 solution "
-            "follows: normalised fit loss 0.98 (half step, seed 0; the only one of 9 that converged at the Table-1 "
-            "step, half or twice it); the unconverged ones fit at 0.007-0.03 because they are still on the plateau")
 
 
 @dataclass(frozen=True)
@@ -86,32 +83,11 @@ class TwoPointDynamics(Experiment):
                   "seed 000, Fig. 2", at_most(0.1), depends_on=("default",), quote=FIG2,
                   band_reason="our choice (the paper gives no number): a residual a tenth of each curve's own "
                   "variation is a visible overlay as in Fig. 2", control=UNTRAINED, figure="fig2_trajectories_1",
-                  disagreement=Disagreement(
-                      settings="the paper's: 20 × 500 leaky ReLU, gain 1, full-batch GD at the Table-1 learning rate "
-                               "0.005 (6000 epochs), half of it (12000 steps) and twice it (3000 steps), dx = 0.5, "
-                               "dy = 1, float64; 3 seeds each",
-                      measured=W500_FIT,
-                      ruled_out="the fit search (widened to 12 decades of τ_y/τ_h; it recovers known rates to 1 %); "
-                                "the step (half the Table-1 step fits no better); the width (width 64 at the Table-1 "
-                                "step: 0.60, at half of it 0.70); the read-out layer (layer 10 of 20, §7.11)",
-                      doc="docs/reproduction/000.md#eq-7-does-not-overlay-the-transition"),
                   preconditions=(escaped("default_escape", "every default network"),)),
         ClaimSpec("all_fit", "Eq. 7 overlays the trajectories of every architecture: per trial, the median over "
                   "architectures of the normalised fit loss (per architecture in the note)", "seed 000, Fig. 2",
                   at_most(0.1), quote="amongst architectures with varying connectivity (top) and nonlinearities "
                   "(bottom), " + FIG2, band_reason="the same choice as default_fit", control=UNTRAINED,
-                  disagreement=Disagreement(
-                      settings="Table 1's rows at the paper's width 500 (narrow 50 units, conv 20 channels × 25), the "
-                               "quick scale's step (Table-1 × 23.4, 1500 steps), dx = 0.5, dy = 1, float64, 3 trials "
-                               "each, for 6 of the 11 rows: default, relu, dropout, narrow, conv, shallow",
-                      measured="normalised fit loss per trial: default 1.64, 1.51, 2.34; relu 1.73, 3.17, 2.63; narrow "
-                               "3.44, 0.52, 1.44; dropout 0.40, 0.41, 0.38; conv 0.29, 0.56, 0.24; shallow 0.19, 0.20, "
-                               "0.17: 6 of 11 rows above 0.1 in every trial, so the median over the 11 rows is above "
-                               "0.17 in every trial whatever the other 5 give (quick, width 64: 0.36-0.60)",
-                      ruled_out="the width (64 and 500 agree); unconverged runs (all 18 converged, one dropout trial "
-                                "to 1.4e-3); the fit search; for the default row the step (half the Table-1 step: "
-                                "0.98)",
-                      doc="docs/reproduction/000.md#eq-7-does-not-overlay-the-transition"),
                   preconditions=(escaped("all_escape", "every network of every Table-1 row"),)),
         ClaimSpec("loss_fit", "Eq. 9 with each run's fitted (1/τ_h, 1/τ_y) re-used and a fitted 1/τ_ȳ overlays "
                   "the training loss of every Table-1 architecture: per trial, the median over the architectures "
@@ -129,16 +105,6 @@ class TwoPointDynamics(Experiment):
                   quote="Therefore, the dynamics are initially stagnant resulting in plateau-like behavior",
                   band_reason="our choice: a tenth of the run flat before a 5 % rise is a plateau visible in "
                   "Fig. 2; immediate decay (Fig. 3, large init) gives < 0.05", control=UNTRAINED,
-                  disagreement=Disagreement(
-                      settings="the paper's: 20 × 500 leaky ReLU, gain 1, Table-1 learning rate 0.005, 6000 epochs, "
-                               "dx = 0.5, dy = 1, float64; 3 seeds (and at half and twice the step)",
-                      measured="the plateau is there in every run, but at the Table-1 step none of 3 networks "
-                               "completes it within 6000 epochs (0 of 3 at twice the step; 1 of 3 at half the step, "
-                               "plateau fraction 0.79), so a converged run's plateau fraction is mostly unmeasurable; "
-                               "quick: one of 3 trials still on the plateau after 35 000 epochs",
-                      ruled_out="the width (64 and 500 agree); the step (half, twice); the training time at width 64 "
-                                "(23.4 × the step for 1500 steps)",
-                      doc="docs/reproduction/000.md#convergence-within-6000-epochs"),
                   preconditions=(escaped("default_escape", "every default network"),)),
         ClaimSpec("fits_converged", "The fit converges (no search bound hit) for every architecture: per trial, "
                   "the fraction of architectures with a converged fit", "seed 000, App. B.1", at_least(1.0),
@@ -153,18 +119,6 @@ class TwoPointDynamics(Experiment):
                   quote="Learning rates are chosen to produce smooth loss curves",
                   band_reason="our choice (issue 15): Eq. 7 is a gradient-flow ODE, so the fitted rates must not "
                   "depend on the step by more than 5 %", control=UNTRAINED,
-                  disagreement=Disagreement(
-                      settings="the paper's: 20 × 500 leaky ReLU, gain 1, Table-1 learning rate 0.005 for 6000 steps "
-                               "against 0.0025 for 12000 steps (same flow time, same initialisation), dx = 0.5, "
-                               "dy = 1, float64; 3 seeds",
-                      measured="largest relative change of (1/τ_h, 1/τ_y) per seed: 0.75, 0.10, 0.15 (1/τ_h alone: "
-                               "0.12, 0.05, 0.13); the one network that leaves the plateau does so at epoch 5960 vs "
-                               "5620. Width 64 (8 seeds): the escape epoch moves 5290 → 3710 → 3320 from twice to "
-                               "half the Table-1 step",
-                      ruled_out="the fit (it recovers known rates to 1 % on Eq. 7 trajectories, "
-                                "test_fit_recovers_rates_and_reports_failure); the width (the same at 64 and 500); "
-                                "the quick scale's raised step alone (the paper's own step already fails)",
-                      doc="docs/reproduction/000.md#the-table-1-step-is-not-gradient-flow"),
                   preconditions=(escaped("step_check_escape", "every default network at both steps"),)),
         ClaimSpec("converges", "At the Table-1 learning rate itself (½-MSE convention of Eq. 2, time_compression "
                   "1) the default network converges within 6000 epochs: per trial, final loss < 1e-3",
@@ -173,18 +127,6 @@ class TwoPointDynamics(Experiment):
                   "6000 epochs.",
                   band_reason="read off App. B.1: the learning rates were chosen so that training converges; Holds "
                   "needs a majority of trials", control=UNTRAINED,
-                  disagreement=Disagreement(
-                      settings="the paper's: 20 × 500 leaky ReLU, gain 1, Table-1 learning rate 0.005, full-batch GD, "
-                               "6000 epochs, dx = 0.5, dy = 1, float64; 3 seeds (plus 8 seeds at width 64)",
-                      measured="width 500: 0 of 3 converge (final loss 0.0062, 0.124, 0.123; two still on the Y/8 "
-                               "plateau); at twice the step 0 of 3 (0.088, 0.124, 0.114); width 64: 1 of 8 (7 on the "
-                               "plateau at 0.123-0.125)",
-                      ruled_out="the width (64 and 500 agree, and the tangent kernel is width-independent under "
-                                "this init: test_tangent_kernel_does_not_grow_with_width); the step size (at half the "
-                                "step, 12000 steps, still 1 of 8 at width 64); the loss convention: PyTorch's MSELoss "
-                                "(no ½) doubles the step, and at twice the step (3000 steps) still 1 of 8 at width "
-                                "64 and 0 of 3 at width 500",
-                      doc="docs/reproduction/000.md#convergence-within-6000-epochs"),
                   no_precondition="the claim is the convergence itself"),
         ClaimSpec("text_data_plateau", "Erratum check, not a claim of the paper: at the data App. B.1's text states "
                   "(dx = 0.5, dy = 1; the authors' notebook trains on dx = 1, dy = √0.5) the default network at the "
