@@ -61,9 +61,9 @@ DEFAULT_RUN_SCALES = {
 }
 """The default network's scales, shared by the control (Fig. 11) and depth (Fig. 10) experiments. Quick and full train
 as the authors' 2_points_depth.ipynb does: lr 0.01 (2 × Table 1's) for 3000 epochs, the flow time of Table 1's 0.005 ×
-6000 (2_points.ipynb, 2_points_alternative.ipynb); width 64. ``networks`` is
-the largest ``trials`` of the experiments that read the shared ensemble: 3 at every scale (depth's 8 at the quick scale
-until session 33, whose pre-registered power rule found 3 members decide every depth claim)."""
+6000 (2_points.ipynb, 2_points_alternative.ipynb); width 64. ``networks`` is the largest ``trials`` of the experiments
+that read the shared ensemble: 3 at quick (the pre-registered power rule of docs/reproduction/000.md found 3 members
+decide every depth claim), 5 at full."""
 
 
 @dataclass(frozen=True)
@@ -326,7 +326,7 @@ def gated(values: np.ndarray, ok: np.ndarray) -> list[float]:
 DEFAULT_NETWORKS = "effective_theory.default_networks"
 """The run several experiments read (:attr:`RunSpec.shared`): ``networks`` default networks (Table 1's first row) on
 one two-point dataset, every hidden layer recorded. depth analyses its members, control and init_scale (as gain 1.0)
-the first ``trials`` of them: one training instead of three of the same setting (session 32)."""
+the first ``trials`` of them: one training instead of three of the same setting."""
 
 
 def default_networks(config: DefaultRunConfig) -> RunSpec:

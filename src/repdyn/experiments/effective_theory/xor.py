@@ -135,7 +135,7 @@ class XorStructure(Experiment):
         "smoke": XorConfig(width=32, depth=4, steps=200, shallow_steps=200, time_compression=31.25,
                            shallow_time_compression=31.25, tau_steps=400, tau_time_compression=31.25),
         "quick": XorConfig(width=64, tau_steps=2000, tau_time_compression=15.625, intermediate_trials=6),
-        "full": XorConfig(width=64, tau_steps=2000, tau_time_compression=15.625, trials=5, intermediate_trials=10),
+        "full": XorConfig(tau_steps=2000, tau_time_compression=15.625, trials=5, intermediate_trials=10),
         "paper": XorConfig(),
     }
     claims = (
