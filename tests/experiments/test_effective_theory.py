@@ -43,7 +43,8 @@ def test_execute_is_pure():
 
 
 def test_helpers():
-    assert readout_layer(20) == "layer9" and readout_layer(2) == "layer0" and readout_layer(4) == "layer1"
+    # the authors' hidden_layer (model_settings): 10 for 20 hidden layers, 5 for 10, 1 for 2, 0 for 1
+    assert [readout_layer(n) for n in (20, 10, 4, 2, 1)] == ["layer10", "layer5", "layer2", "layer1", "layer0"]
     t = np.arange(10.0)
     u = np.array([0, 0, 0, 0, 0, 0.01, 0.5, 1, 1, 1.0])
     assert plateau_fraction(t, u) == pytest.approx(6 / 9)
@@ -298,7 +299,7 @@ def test_init_scale_puts_the_shared_gain_one_networks_in_their_place():
     T, depth = 4, config.depth
     own = {"steps": np.arange(T), "u": np.arange(4.0)[None, :, None] + np.zeros((T, 4, 1)),
            **{k: np.tile(np.arange(4.0), (T, 1)) for k in ("v", "w", "loss", "ybar")}, "lrs": np.arange(4.0)}
-    layer = (depth + 1) // 2 - 1
+    layer = depth // 2  # the read-out layer (the authors' hidden_layer)
     u_shared = np.zeros((T, 3, depth))
     u_shared[:, :, layer] = 10 + np.arange(3.0)
     shared = {"steps": np.arange(T), "u": u_shared, "lrs": 10 + np.arange(3.0),
