@@ -128,3 +128,39 @@ def test_local_dynamics_rejects_odd_width():
     exp = _experiment("local_dynamics")
     with pytest.raises(ConfigError):
         exp.prepare(apply_overrides(exp.config("smoke"), {"width": "31"}))
+
+
+def test_crossover_trains_every_level_alike_and_reads_the_adaptive_end_on_converge_runs():
+    """Every level, δ = ±∞ included, is GD-trained for max_steps (the δ = −∞ level is not replaced by its exact
+    limit, which is reported beside it); the converge runs train only δ = +∞, for converge_steps, and
+    adaptive_end_linear reads them; bad grids are rejected."""
+    exp = _experiment("regime_crossover")
+    cfg = apply_overrides(exp.config("smoke"), {"seeds": "2", "ensemble": "2", "twin_seeds": "0",
+                                                "converge_steps": "50", "max_steps": "40"})
+    assert [r.label for r in exp.runs(cfg)] == ["seeds=0", "seeds=0:converge"]
+    results = {r.label: exp.execute(cfg, r, 11, "cpu") for r in exp.runs(cfg)}
+    sweep, converge = results["seeds=0"], results["seeds=0:converge"]
+    assert sweep["lambdas"].tolist() == [-np.inf, -100.0, 0.0, 100.0, np.inf]
+    assert converge["lambdas"].tolist() == [np.inf]
+    x, _ = univariate_samples(cfg.dataset)
+    a0, b0, _ = paired_base(cfg.width, np.random.default_rng([11, 0]), cfg.c_scale)
+    np.testing.assert_array_equal(sweep["a"][0, 0], a0)  # δ = −∞ trains c only: (a, b) unchanged
+    assert sweep["D"][0, 0] != pytest.approx(sweep["limit_D"][0], abs=1e-3)  # GD at 40 steps, not the limit
+    np.testing.assert_array_equal(sweep["q"].shape, (2, 5))
+    assert np.all(sweep["q"][:, 1] < 0) and np.all(sweep["q"][:, 3] > 0)
+    analysis = exp.analyse(cfg, results)
+    fits = converge["fit"][:, 0] <= 0.1  # judged only where the δ = +∞ network fits
+    np.testing.assert_allclose(analysis.measured["adaptive_end_linear"].values, converge["D"][fits, 0])
+    np.testing.assert_allclose(analysis.states["adaptive_end_fit"].values, converge["fit"][fits, 0])
+    assert analysis.states["adaptive_fitted_seeds"].values == (float(fits.sum()),)
+    np.testing.assert_allclose(analysis.states["regime_span"].values,
+                               np.minimum(-sweep["q"][:, 1], sweep["q"][:, 3]))
+    special = ("−∞ (exact limit)", "+∞ (converge)")
+    assert {row["steps"] for row in analysis.metrics if row["lambda"] not in special} == {40}
+    assert [r.label for r in exp.runs(exp.config("full"))] == [  # η/2 twins and converge runs per ensemble
+        "seeds=0", "seeds=1", "seeds=0:half", "seeds=1:half", "seeds=0:converge", "seeds=1:converge"]
+    with pytest.raises(ConfigError, match="twin_seeds"):
+        exp.prepare(apply_overrides(exp.config("smoke"), {"twin_seeds": "11"}))
+    for bad in ("-100,0,0", "-100,inf"):
+        with pytest.raises(ConfigError, match="ratios"):
+            exp.prepare(apply_overrides(exp.config("smoke"), {"ratios": bad}))

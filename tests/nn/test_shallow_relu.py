@@ -213,3 +213,38 @@ def test_loop_runs_on_cuda_like_cpu():
             np.testing.assert_allclose(g, c, rtol=1e-7, atol=1e-9)
         np.testing.assert_allclose(gpu.loss, cpu.loss, rtol=1e-7, atol=1e-12)
         assert sorted(gpu.snapshots) == sorted(cpu.snapshots)
+
+
+@pytest.mark.parametrize("stop_at", [0, 137, 300])
+def test_an_interrupted_gd_resumes_from_its_checkpoint_bit_identical(tmp_path, stop_at):
+    """Killed at a step (or after the loop finished: 300 = max_steps reports last), the trainer resumes from its
+    checkpoint and ends where an uninterrupted run ends, bit for bit, every record included."""
+    from interrupt import Killed, kill_at
+    from repdyn.nn.checkpoint import Checkpointer, checkpointing
+    from repdyn.nn.progress import reporting
+
+    x = np.linspace(-1, 1, 12)
+    y = np.sin(2 * np.pi * x)
+    rng = np.random.default_rng(4)
+    nets = [nsr.uniform_init(20, rng, 0.2) for _ in range(3)]
+    kwargs = {"max_steps": 300, "lr_fraction": 0.5, "tol": 0.0, "record_every": 50, "lr_every": 40,
+              "track": np.arange(3), "track_every": 30, "snapshot_steps": (90,), "max_move": 0.01}
+    reference = nsr.train_full_batch_gd(_batch(nets, [np.sqrt(20)] * 3, train_ab=[True, False, True]), x, y, **kwargs)
+    path = tmp_path / "run.ckpt"
+    with checkpointing(Checkpointer(path, every=0.0)), reporting(kill_at(stop_at)), pytest.raises(Killed):
+        nsr.train_full_batch_gd(_batch(nets, [np.sqrt(20)] * 3, train_ab=[True, False, True]), x, y, **kwargs)
+    seen = []
+    with checkpointing(Checkpointer(path, every=0.0)), reporting(lambda step, total, loss=None: seen.append(step)):
+        resumed = nsr.train_full_batch_gd(_batch(nets, [np.sqrt(20)] * 3, train_ab=[True, False, True]), x, y, **kwargs)
+    assert seen[0] == stop_at
+    for field in ("loss_steps", "loss", "steps", "time", "converged", "lr_fraction", "ntk_initial", "ntk_final",
+                  "delta_drift", "track_steps", "trajectory"):
+        np.testing.assert_array_equal(getattr(resumed, field), getattr(reference, field), err_msg=field)
+    for got, want in zip(resumed.params, reference.params):
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.stack(resumed.snapshots[90]), np.stack(reference.snapshots[90]))
+    again, batch = [], _batch(nets, [np.sqrt(20)] * 3, train_ab=[True, False, True])
+    with checkpointing(Checkpointer(path, every=0.0)), reporting(lambda step, total, loss=None: again.append(step)):
+        finished = nsr.train_full_batch_gd(batch, x, y, **kwargs)  # a finished loop returns its saved result
+    assert again == [] and np.array_equal(finished.loss, reference.loss)
+    np.testing.assert_array_equal(batch.params()[0], reference.params[0])

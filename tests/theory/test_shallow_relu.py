@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from repdyn.data.univariate import univariate_samples
 from repdyn.theory import shallow_relu as sr
 from repdyn.theory import shallow_relu_kernels as kr
 
@@ -378,3 +379,41 @@ def test_knot_displacement_and_kernel_change():
     assert sr.knot_displacement(x, a0, b0, a1, b1, np.array([1.0, 3.0, 5.0])) == pytest.approx((0.1 + 0.9) / 4)
     theta0 = np.eye(3) + 0.5
     assert sr.kernel_change(theta0, 2 * theta0) == pytest.approx(1.0)
+
+
+def test_shape_measures_against_closed_forms():
+    """N_eff of the linear interpolant is the participation ratio of its slope jumps at the samples (8.80 on
+    SIN12); of the natural cubic spline, that of ∫ S'' over the bins (S' at the bin edges); one kink gives 1, and
+    x² (uniform curvature over 111 bins, two of them half bins) gives 110²/109.5. D_shape is 0 on cubic-spline
+    shapes, 1 on piecewise-linear ones, invariant under f → 3 + 2f, NaN on f ≡ 0; the regime position is the
+    |r̂|-weighted median of δ/|r̂|."""
+    x, y = univariate_samples("SIN12")
+    grid = np.linspace(-1, 1, 2001)
+    spline = kr.natural_cubic_spline(x, y)
+    cub, lin = spline(grid), kr.linear_interpolant(x, y)(grid)
+    jumps = np.diff(np.diff(y) / np.diff(x))
+    pr = lambda w: np.sum(w) ** 2 / np.sum(w**2)  # noqa: E731
+    width = (x[1] - x[0]) / sr.KINK_BINS_PER_SPACING
+    edges = np.clip(x[0] + (np.arange(112) - 0.5) * width, x[0], x[-1])
+    n_eff = sr.effective_kinks(x, grid, np.stack([lin, cub, grid**2, np.abs(grid - x[3]), grid]))
+    assert n_eff[0] == pytest.approx(pr(np.abs(jumps)), rel=1e-9)
+    assert n_eff[0] == pytest.approx(8.7953, abs=1e-4)
+    assert n_eff[1] == pytest.approx(pr(np.abs(np.diff(spline(edges, 1)))), rel=2e-3)
+    assert n_eff[2] == pytest.approx(110**2 / 109.5, rel=1e-2)
+    assert n_eff[3] == pytest.approx(1.0, rel=1e-12)
+    assert np.isnan(n_eff[4])
+    masses = sr.kink_masses(x, grid, lin)
+    assert masses.shape == (111,)
+    np.testing.assert_allclose(masses[::10][1:-1], np.abs(jumps), rtol=1e-9)
+    assert masses.sum() == pytest.approx(np.abs(jumps).sum(), rel=1e-12)
+    with pytest.raises(ValueError, match="spacing"):
+        sr.kink_masses(x, np.linspace(-1, 1, 101), np.linspace(-1, 1, 101))
+    d_shape = sr.shape_coordinate(x, np.stack([y, y, 3 + 2 * y, 0 * y]), grid,
+                                  np.stack([cub, lin, 3 + 2 * cub, 0 * grid]))
+    np.testing.assert_allclose(d_shape[:3], [0.0, 1.0, 0.0], atol=1e-12)
+    assert np.isnan(d_shape[3])
+    r_hat = np.array([1.0, 2.0, 4.0])
+    a, b, c = sr.from_canonical(r_hat, np.array([0.3, 1.0, 2.0]), np.array([-5.0, 0.0, 12.0]), 1.0)
+    assert sr.regime_position(a, b, c) == pytest.approx(3.0)
+    assert sr.regime_position(a[:2], b[:2], c[:2]) == pytest.approx(0.0, abs=1e-12)
+    np.testing.assert_allclose(sr.regime_position(np.stack([a, a]), np.stack([b, b]), np.stack([c, -c])), [3.0, 3.0])

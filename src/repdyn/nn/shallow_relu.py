@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from repdyn.nn import checkpoint
 from repdyn.nn.divergence import check_finite
 from repdyn.nn.progress import Cap, report
 from repdyn.theory.shallow_relu import from_canonical, layer_imbalance, loss_gradients, tangent_kernel, to_canonical
@@ -219,7 +220,25 @@ def train_full_batch_gd(nets: ShallowReLUBatch, x: np.ndarray, y: np.ndarray, *,
     previous = None
     threshold = None
     stopped_at = torch.full((), -1, dtype=torch.int64, device=device)  # first step at which every network stopped
-    for step in range(max_steps + 1):
+    first = 0
+    # A killed run resumes from its last checkpoint (the whole loop state, saved at the top of a step) and ends
+    # bit-identical to an uninterrupted one; a finished loop keeps its result.
+    checkpoints = checkpoint.current()
+    slot = checkpoints.next_loop() if checkpoints is not None else -1
+    saved = checkpoints.load(slot) if checkpoints is not None else None
+    if saved is not None:
+        for tensor, value in zip((nets.a, nets.b, nets.c), saved["params"]):
+            tensor.copy_(value)
+        if "result" in saved:
+            return saved["result"]
+        (first, delta0, delta_scale, drift, ntk_initial, fraction, active, steps, time, lam_max, previous, threshold,
+         stopped_at, loss_steps, losses, track_steps, trajectory, snapshots) = saved["state"]
+    for step in range(first, max_steps + 1):
+        if checkpoints is not None and step > first and checkpoints.due():
+            checkpoints.save(slot, {"params": tuple(t.clone() for t in (nets.a, nets.b, nets.c)), "state": (
+                step, delta0, delta_scale, drift, ntk_initial, fraction, active, steps, time, lam_max, previous,
+                threshold, stopped_at, list(loss_steps), list(losses), list(track_steps), list(trajectory),
+                dict(snapshots))})
         rho, ga, gb, gc = loss_gradients(xt, yt, nets.a, nets.b, nets.c, nets.alpha)
         loss = 0.5 * (rho**2).sum(-1)
         report(step, Cap(max_steps), loss)
@@ -273,10 +292,13 @@ def train_full_batch_gd(nets: ShallowReLUBatch, x: np.ndarray, y: np.ndarray, *,
                                   / delta_scale).amax(-1))
     host = lambda t: t.detach().cpu().numpy()  # noqa: E731
     empty_track = np.zeros((0, n_nets, track_idx.numel(), 3))
-    return GDResult(
+    result = GDResult(
         params=nets.params(), loss_steps=np.array(loss_steps), loss=host(torch.stack(losses)),
         steps=host(steps), time=host(time), converged=host(loss <= threshold), lr_fraction=host(fraction),
         ntk_initial=host(ntk_initial), ntk_final=host(nets.tangent_kernel(xt)), delta_drift=host(drift),
         track_steps=np.array(track_steps, dtype=np.int64),
         trajectory=host(torch.stack(trajectory)) if trajectory else empty_track,
         snapshots={s: tuple(host(t).copy() for t in p) for s, p in snapshots.items() if s <= last})
+    if checkpoints is not None and checkpoints.due():
+        checkpoints.save(slot, {"params": tuple(t.clone() for t in (nets.a, nets.b, nets.c)), "result": result})
+    return result

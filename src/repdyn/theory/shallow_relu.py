@@ -337,3 +337,90 @@ def knot_displacement(x: np.ndarray, a0: np.ndarray, b0: np.ndarray, a1: np.ndar
 def kernel_change(theta_0: np.ndarray, theta_t: np.ndarray) -> np.ndarray:
     """M5: ‖Θ_T − Θ_0‖_F / ‖Θ_0‖_F over the last two axes (a non-laziness measure)."""
     return np.linalg.norm(theta_t - theta_0, axis=(-2, -1)) / np.linalg.norm(theta_0, axis=(-2, -1))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Shape measures that do not depend on the fit (the regime of a network whatever its residual)
+# ---------------------------------------------------------------------------------------------------------
+
+KINK_BINS_PER_SPACING = 10
+"""Bins per mean sample spacing h of :func:`kink_masses`: width h/10, the tolerance ε of K_ε (M3)."""
+
+
+def kink_masses(x: np.ndarray, grid: np.ndarray, f: np.ndarray, bins_per_spacing: int = KINK_BINS_PER_SPACING
+                ) -> np.ndarray:
+    """The slope change of f in bins of width w = h/bins_per_spacing centred on x_1 + k w (k = 0 … (s − 1)
+    bins_per_spacing, so every sample is a bin centre), |f'(bin end) − f'(bin start)|, shape (..., bins).
+
+    f holds values on ``grid`` (ascending, spanning the hull [x_1, x_s]) over its last axis. The slope change of
+    f at an interior node is the difference of the chord slopes on either side; a bin's mass is the absolute sum
+    of the node changes in it. A kink between two nodes splits over both, so the grid spacing must be at most
+    w/2 (then both lie in one bin, except for a kink within a grid spacing of a bin edge).
+    """
+    x = check_samples(x)
+    grid = np.asarray(grid, dtype=np.float64)
+    width = (x[-1] - x[0]) / (x.size - 1) / bins_per_spacing
+    if grid.ndim != 1 or np.any(np.diff(grid) <= 0) or grid[0] > x[0] or grid[-1] < x[-1]:
+        raise ValueError("grid must be ascending and span the hull [x_1, x_s]")
+    if np.diff(grid).max() > width / 2:
+        raise ValueError(f"grid spacing {np.diff(grid).max():.3g} exceeds half the bin width {width:.3g}")
+    slope = np.diff(f, axis=-1) / np.diff(grid)
+    change = np.diff(slope, axis=-1)
+    node = np.rint((grid[1:-1] - x[0]) / width).astype(np.int64)
+    bins = (x.size - 1) * bins_per_spacing + 1
+    inside = (node >= 0) & (node < bins)
+    onehot = np.zeros((node.size, bins))
+    onehot[np.flatnonzero(inside), node[inside]] = 1.0
+    return np.abs(change @ onehot)
+
+
+def effective_kinks(x: np.ndarray, grid: np.ndarray, f: np.ndarray,
+                    bins_per_spacing: int = KINK_BINS_PER_SPACING) -> np.ndarray:
+    """N_eff, the effective number of kinks of f: the participation ratio (Σ_k W_k)² / Σ_k W_k² of its
+    :func:`kink_masses` W. One kink gives 1, n equal kinks give n, a smooth curve spreads its curvature over all
+    bins (f = x² on s samples: ≈ (s − 1) bins_per_spacing); NaN where f is linear on the hull."""
+    w = kink_masses(x, grid, f, bins_per_spacing)
+    total, square = w.sum(-1), (w**2).sum(-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(square > 0, total**2 / np.where(square > 0, square, 1.0), np.nan)
+
+
+def interpolation_bases(x: np.ndarray, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(B_cub, B_lin), each (s, G): the natural cubic spline and the linear interpolant through values v at x are
+    v @ B_cub and v @ B_lin on ``grid`` (both are linear in the values)."""
+    from repdyn.theory.shallow_relu_kernels import linear_interpolant, natural_cubic_spline
+
+    eye = np.eye(check_samples(x).size)
+    return (np.stack([natural_cubic_spline(x, row)(grid) for row in eye]),
+            np.stack([linear_interpolant(x, row)(grid) for row in eye]))
+
+
+def shape_coordinate(x: np.ndarray, f_samples: np.ndarray, grid: np.ndarray, f: np.ndarray) -> np.ndarray:
+    """D_shape: M2's D of f against the two splines through f's own sample values (x_j, f(x_j)), not the
+    targets': d(f, S_cub[f]) / (d(f, S_cub[f]) + d(f, S_lin[f])), 0 for a cubic-spline shape, 1 for a
+    piecewise-linear shape with knots at the samples, whatever the residual f(x_j) − y_j. NaN where f is linear
+    on the hull (both splines equal f)."""
+    cubic, linear = interpolation_bases(x, grid)
+    f_samples = np.asarray(f_samples, dtype=np.float64)
+    d_cub, d_lin = rms_distance(f, f_samples @ cubic), rms_distance(f, f_samples @ linear)
+    total = d_cub + d_lin
+    scale = np.sqrt(np.mean(np.asarray(f) ** 2, axis=-1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(total > 1e-12 * np.maximum(scale, 1e-300), d_cub / np.where(total > 0, total, 1.0), np.nan)
+
+
+def regime_position(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """The |r̂|-weighted median over neurons of δ_i/|r̂_i| (r̂_i = c_i √(a_i² + b_i²), δ_i = c_i² − a_i² − b_i²):
+    where a network sits between the kernel (≪ −1) and adaptive (≫ 1) regimes by Prop. 4's metric, whose
+    mobility γ = ½(1 + q/√(q² + 4)) at q = δ/|r̂| (:func:`mobility_ratio`). Works on (..., m) batches; NaN where
+    every r̂_i is 0."""
+    r_hat = np.abs(c * np.sqrt(a**2 + b**2))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        q = np.where(r_hat > 0, layer_imbalance(a, b, c) / np.where(r_hat > 0, r_hat, 1.0), np.nan)
+    order = np.argsort(np.where(r_hat > 0, q, np.inf), axis=-1)
+    q_sorted = np.take_along_axis(q, order, -1)
+    cum = np.cumsum(np.take_along_axis(r_hat, order, -1), axis=-1)
+    total = cum[..., -1:]
+    index = np.minimum(np.argmax(cum >= 0.5 * total, axis=-1), q.shape[-1] - 1)
+    median = np.take_along_axis(q_sorted, index[..., None], -1)[..., 0]
+    return np.where(total[..., 0] > 0, median, np.nan)

@@ -44,6 +44,32 @@ def fit_measures(x: np.ndarray, y: np.ndarray, a: np.ndarray, b: np.ndarray, c: 
             "D": dist, "K": sr.knot_clustering(x, a, b, c)}
 
 
+def shape_measures(x: np.ndarray, a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha: np.ndarray,
+                   f: np.ndarray) -> dict[str, np.ndarray]:
+    """The fit-independent measures of a batch of networks whose values on the hull grid are ``f``: N_eff
+    (effective number of kinks), D_shape (D against the splines through the network's own sample values) and the
+    regime position q (|r̂|-weighted median δ/|r̂|), each (B,)."""
+    grid = np.linspace(x[0], x[-1], GRID_POINTS)
+    return {"N_eff": sr.effective_kinks(x, grid, f),
+            "D_shape": sr.shape_coordinate(x, sr.network(x, a, b, c, alpha), grid, f),
+            "q": sr.regime_position(a, b, c)}
+
+
+def fit_residual(x: np.ndarray, y: np.ndarray, a: np.ndarray, b: np.ndarray, c: np.ndarray,
+                 alpha: np.ndarray) -> np.ndarray:
+    """rms/sep: RMS_j(f(x_j) − y_j) / RMS(S_cub − S_lin) on the hull grid, per network (B,). D places a network
+    between the two splines only when this is small (the fitted-state precondition: ≤ FITTED)."""
+    _, cubic, linear = hull(x, y)
+    rho = sr.network(x, a, b, c, alpha) - y
+    return np.sqrt(np.mean(rho**2, axis=-1)) / sr.rms_distance(cubic, linear)
+
+
+FITTED = 0.1
+"""The fitted-state precondition of every D-based claim: rms/sep ≤ 0.1. D = d_cub/(d_cub + d_lin) with
+d_cub + d_lin ≥ sep, so a change of f of RMS ε moves D by at most ε/sep to first order: a residual of 0.1 sep
+leaves D within about 0.1 of the interpolating shape; the D bands (≤ 0.25, ≥ 0.75) sit 0.25 from the midpoint."""
+
+
 def dead_fraction(x: np.ndarray, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     """Per network (rows of (B, M) parameters): fraction of the negative-c neurons (c < 0) that are inactive on
     every sample (the dead arc of spec 001 §2.2: they never move again)."""

@@ -48,7 +48,7 @@ class KernelTerms(Experiment):
     source = "Fig. 3, Eqs. (26)-(28), Corollary 6 (spec 001 errata E10, E13)"
     Config = KernelTermsConfig
     scales = {"smoke": KernelTermsConfig(width=5000, points=101), "quick": KernelTermsConfig(),
-              "paper": KernelTermsConfig()}
+              "full": KernelTermsConfig(), "paper": KernelTermsConfig()}
     claims = (
         ClaimSpec("monte_carlo_matches_closed_form",
                   "empirical NTK terms at m = 25000 match the m → ∞ closed forms of Eq. (27): max |MC − closed| / "
@@ -56,11 +56,13 @@ class KernelTerms(Experiment):
                   "seed 001, Fig. 3, Eq. (27)", at_most(0.03), quote=SLICE_QUOTE,
                   band_reason="our choice: about 5× the Monte-Carlo scale 1/√m = 0.0063 of an m = 25000 average",
                   control=Control("m = 100 neurons: Monte-Carlo noise 1/√m = 0.1", {"width": 100}),
-                  figure="kernel_terms"),
+                  figure="kernel_terms",
+                  no_precondition="a statement about initialisation (the tangent kernel of random neurons)"),
         ClaimSpec("eq26_corrected", "corrected Eq. (26) equals the arc-cosine kernel on the slice (max abs diff)",
                   "seed 001, Eq. (26), App. A.3; spec 001 erratum E10",
                   at_most(1e-12), quote="In that case, the kernel is expressed in terms of trigonometric functions",
-                  band_reason="derived: an identity between two closed forms, so float64 round-off", exact=True),
+                  band_reason="derived: an identity between two closed forms, so float64 round-off", exact=True,
+                  no_precondition="closed form"),
         ClaimSpec("ntk_piecewise_cubic",
                   "uniform a, b: the m → ∞ NTK slice K(0.5, x') is piecewise cubic on [−1, 1]: fraction of grid "
                   "points where its fourth difference does not vanish",
@@ -68,14 +70,16 @@ class KernelTerms(Experiment):
                   quote="Additionally, if … is also piece-wise cubic",
                   band_reason="derived: a cubic between a few breakpoints (x' = 0, x, ±1) has Δ⁴ ≠ 0 only at the "
                               "4 grid points straddling each, ≤ 20 of 397",
-                  exact=True, figure="kernel_terms"),
+                  exact=True, figure="kernel_terms",
+                  no_precondition="closed form"),
         ClaimSpec("gaussian_not_cubic",
                   "Gaussian a, b: the same slice is not piecewise cubic: fraction of grid points with non-vanishing "
                   "fourth difference",
                   "seed 001, §3.3 after Theorem 5", at_least(0.5),
                   quote="radial distributions, such as A, B being jointly Gaussian, don't",
                   band_reason="derived: the arc-cosine kernel is analytic off x' = x, its fourth derivative vanishes "
-                              "only at isolated points", exact=True, figure="kernel_terms"),
+                              "only at isolated points", exact=True, figure="kernel_terms",
+                  no_precondition="closed form"),
     )
 
     def runs(self, config: KernelTermsConfig) -> list[RunSpec]:

