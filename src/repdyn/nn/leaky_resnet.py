@@ -324,3 +324,74 @@ def fit(model: LeakyResNet, x: Tensor, y: Tensor, lam: float, plan: TrainingPlan
         checkpoints.save(slot, {"result": result, "weight": model.weight.detach().clone(), "rho": model.rho.clone()})
     return result
 
+
+
+def lbfgs_finish(model: LeakyResNet, x: Tensor, y: Tensor, lam: float, iterations: int, history_size: int = 50,
+                 chunk: int = 100) -> dict[str, np.ndarray]:
+    """Full-batch L-BFGS (strong-Wolfe line search) on each member's training objective in turn, the steps
+    ``rho`` frozen: a finish after :func:`fit` that brings the weights to a critical point of the objective (the
+    state the Hamiltonian claims of seed 002 are about), in the model's dtype and on its device.
+
+    Each member gets its own optimiser (members are independent; one line search over their sum would tie their
+    step lengths together) and ``iterations`` iterations in chunks of ``chunk``; the gradient is
+    :func:`objective_gradient`'s. Checkpoints between chunks (:mod:`repdyn.nn.checkpoint`) make a killed run resume
+    bit for bit. Returns ``objective`` (chunks + 1, K): each member's objective at the start and after each chunk.
+    """
+    if iterations < 0 or chunk < 1 or history_size < 1:
+        raise ValueError(f"iterations={iterations}, chunk={chunk}, history_size={history_size}: need iterations >= 0 "
+                         "and chunk, history_size >= 1")
+    if not lam > 0:
+        raise ValueError(f"lam={lam!r} is not allowed: must be > 0")
+    target = y.T.to(model.weight.dtype)
+    with torch.no_grad():
+        a0 = model.input_representation(x)
+    chunks = -(-iterations // chunk)
+    record = np.full((chunks + 1, model.members), np.nan)
+    checkpoints = checkpoint.current()
+    slot = checkpoints.next_loop() if checkpoints is not None else -1
+    saved = checkpoints.load(slot) if checkpoints is not None else None
+    first_member, first_chunk, state = 0, 0, None
+    if saved is not None:
+        with torch.no_grad():
+            model.weight.copy_(saved["weight"])
+        record = saved["record"]
+        if saved.get("done"):
+            return {"objective": record}
+        first_member, first_chunk, state = saved["member"], saved["chunk"], saved["optimizer"]
+    for k in range(first_member, model.members):
+        single = LeakyResNet(model.weight.detach()[k:k + 1].clone(), model.rho[k:k + 1], model.ltilde[k:k + 1],
+                             model.u_in[k:k + 1], model.u_out[k:k + 1])
+        optimiser = torch.optim.LBFGS([single.weight], lr=1, max_iter=chunk, history_size=history_size,
+                                      line_search_fn="strong_wolfe", tolerance_grad=0, tolerance_change=0)
+        workspace: dict[str, Tensor] = {}
+
+        def closure(single=single, k=k, workspace=workspace) -> Tensor:
+            objective, _, grad, _ = objective_gradient(single, a0[k:k + 1], target, lam, workspace=workspace)
+            check_finite(objective, k, "objective")
+            single.weight.grad = grad.clone()
+            return objective.sum()
+
+        start = 0
+        if k == first_member and state is not None:
+            optimiser.load_state_dict(state)
+            start = first_chunk
+        if start == 0:
+            with torch.no_grad():
+                record[0, k] = float(closure())
+        for c in range(start, chunks):
+            if checkpoints is not None and checkpoints.due() and (k, c) != (first_member, first_chunk):
+                with torch.no_grad():
+                    model.weight[k].copy_(single.weight[0])
+                checkpoints.save(slot, {"member": k, "chunk": c, "optimizer": optimiser.state_dict(),
+                                        "weight": model.weight.detach().clone(), "record": record.copy()})
+            optimiser.param_groups[0]["max_iter"] = min(chunk, iterations - c * chunk)
+            optimiser.step(closure)
+            with torch.no_grad():
+                record[c + 1, k] = float(objective_gradient(single, a0[k:k + 1], target, lam,
+                                                            workspace=workspace)[0].sum())
+            report(k * chunks + c, model.members * chunks, record[c + 1, k])
+        with torch.no_grad():
+            model.weight[k].copy_(single.weight[0])
+    if checkpoints is not None and checkpoints.due():
+        checkpoints.save(slot, {"done": True, "weight": model.weight.detach().clone(), "record": record})
+    return {"objective": record}
