@@ -16,7 +16,7 @@ torch.set_num_threads(1)
 os.environ["OMP_NUM_THREADS"] = "1"
 
 FIXTURES = Path(__file__).parent / "runtime"
-os.environ["REPDYN_PLUGINS"] = "fixture_experiments"
+os.environ["REPDYN_PLUGINS"] = "fixture_experiments,fixture_recorded"
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(FIXTURES), os.environ.get("PYTHONPATH")]))
 sys.path.insert(0, str(FIXTURES))
 sys.path.insert(0, str(Path(__file__).parent))  # tests/report_browser.py, imported by tests

@@ -30,7 +30,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="repdyn: theories of representation-learning dynamics, tested against real networks.")
 err = Console(stderr=True)
 
-ScaleOpt = typer.Option("quick", "--scale", help="smoke (seconds), quick (minutes on a CPU) or paper (GPU/cluster)")
+ScaleOpt = typer.Option("quick", "--scale", help="smoke (seconds), quick (minutes on a CPU), full (decides every "
+                                                 "claim on a CPU, hours) or paper (GPU/cluster)")
 SeedOpt = typer.Option(0, "--seed", help="Base seed; each run derives its own from it")
 DeviceOpt = typer.Option("cpu", "--device", help="cpu or cuda")
 JobsOpt = typer.Option(1, "--jobs", help="Local worker processes")
@@ -110,8 +111,11 @@ def _execute_with_progress(plan_: Plan, jobs: int, cluster: str | None, force: b
 
 
 def _finish(plan_: Plan, outcomes: list[ExperimentOutcome], as_json: bool) -> None:
+    from repdyn.experiments.records import load_records
     from repdyn.report.render import verdict_counts, write_report
+    from repdyn.runtime.records import records_folder, with_records
 
+    outcomes = with_records(outcomes, load_records(records_folder()))
     index = write_report(plan_.out, outcomes, scale=plan_.scale, seed=plan_.seed, device=plan_.device)
     claims = [c for o in outcomes for c in o.claims]
     differ = [c for c in claims if not c.as_recorded]
@@ -126,7 +130,8 @@ def _finish(plan_: Plan, outcomes: list[ExperimentOutcome], as_json: bool) -> No
         for claim in differ:
             interval = "" if claim.estimate is None else \
                 f" {claim.estimate:.4g} [{claim.ci_low:.4g}, {claim.ci_high:.4g}] over {claim.n_seeds} seed(s);"
-            print(f"{claim.verdict.upper()} (recorded: {claim.recorded}) {claim.experiment}:{claim.id}:{interval} "
+            print(f"{claim.verdict.upper()} (recorded: {claim.expected_verdict}) {claim.experiment}:{claim.id}:"
+                  f"{interval} "
                   f"expected {claim.expected}{' (' + claim.note + ')' if claim.note else ''}")
         print(f"report: {index.resolve()}")
     if differ:
@@ -142,9 +147,16 @@ def list_experiments(as_json: bool = JsonOpt) -> None:
         print(json.dumps([{
             "name": e.name, "title": e.title, "paper": e.paper, "source": e.source,
             "settings": [name for name, _, _ in describe_fields(e.Config)],
+            "scales": list(e.scales),
             "claims": [{"id": c.id, "statement": c.statement, "source": c.source, "quote": c.quote,
                         "expected": c.expectation.describe(), "band_reason": c.band_reason,
-                        "recorded": c.recorded} for c in e.claims],
+                        "recorded": c.recorded,
+                        "preconditions": [{"quantity": p.quantity, "expected": p.expectation.describe(),
+                                           "state": p.state, "reason": p.reason} for p in c.preconditions],
+                        "no_precondition": c.no_precondition or None,
+                        "null_effect": None if c.null_effect is None else
+                        {"lo": c.null_effect.lo, "hi": c.null_effect.hi, "reason": c.null_effect.reason},
+                        "full_only": c.full_only or None} for c in e.claims],
         } for e in experiments.values()], indent=2))
         return
     for e in experiments.values():
@@ -233,6 +245,24 @@ def report(folder: Path = typer.Argument(..., help="A folder written by `repdyn 
     check_executor(jobs, None)
     plan_ = load_plan(folder)
     _finish(plan_, analyse(plan_, recompute=False, jobs=jobs), as_json)
+
+
+@app.command()
+@user_errors
+def record(folder: Path = typer.Argument(..., help="A folder written by `repdyn reproduce --scale full`"),
+           to: Path = typer.Option(None, "--to", help="Where the records go [default: the source checkout's "
+                                                       "docs/reproduction/verdicts/full]"),
+           jobs: int = JobsOpt) -> None:
+    """Commit-ready full verdicts: one record per paper of a full-scale reproduction (claims, commit, machine,
+    CPU-seconds, config hashes), from its stored runs (none is recomputed)."""
+    from repdyn.runtime.records import records_folder, records_of, write_record
+
+    check_executor(jobs, None)
+    plan_ = load_plan(folder)
+    for made in records_of(plan_, analyse(plan_, recompute=False, jobs=jobs)):
+        path = write_record(made, to or records_folder())
+        print(f"paper {made['paper']}: {len(made['claims'])} claims, {made['cpu_seconds']['total']:.0f} CPU-s -> "
+              f"{path}")
 
 
 @app.command()

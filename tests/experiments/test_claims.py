@@ -15,6 +15,8 @@ from repdyn.experiments.claims import (
     Holds,
     InRange,
     Measured,
+    NullEffect,
+    Precondition,
     at_least,
     at_most,
 )
@@ -77,7 +79,7 @@ def test_control_that_passes_too_makes_the_claim_vacuous():
     vacuous = evaluate("e", claim, [0.1, 0.2, 0.3], control=[0.2, 0.3, 0.4])
     assert vacuous.verdict == "vacuous" and vacuous.control_verdict == "passes too" and not vacuous.as_recorded
     undecided = evaluate("e", claim, [0.1, 0.2, 0.3], control=[0.5, 1.5, 2.0])
-    assert undecided.verdict == "inconclusive" and undecided.control_verdict == "undecided"
+    assert undecided.verdict == "inconclusive" and undecided.control_verdict == "straddles"
     missing = evaluate("e", claim, [0.1, 0.2, 0.3], control_failure="run 'x' diverged")
     assert missing.verdict == "inconclusive" and "control not measured: run 'x' diverged" in missing.note
 
@@ -125,3 +127,62 @@ def test_depends_on_matches_label_prefixes():
     claim = spec(Holds(), depends_on=("gain=0.1",))
     assert claim.depends_on_run("gain=0.1/seed=2") and not claim.depends_on_run("gain=1")
     assert spec(Holds()).depends_on_run("anything")
+
+
+CONVERGED = Precondition("residual", at_most(0.1), state="at a critical point",
+                         reason="the exact critical networks reach 0.02; five times that")
+
+
+def test_an_unmet_precondition_is_undecided_never_not_reproduced():
+    claim = spec(preconditions=(CONVERGED,))
+    violating = [1.1, 1.2, 1.3]  # wholly outside the band: "not reproduced" if the state had been reached
+    reached = evaluate("e", claim, violating, states={"residual": [0.01, 0.05, 0.09]})
+    assert reached.verdict == "not reproduced" and reached.preconditions[0]["met"]
+    one_short = evaluate("e", claim, violating, states={"residual": [0.01, 0.05, 0.6]})
+    assert one_short.verdict == "undecided" and not one_short.as_recorded
+    assert one_short.estimate == 1.2 and one_short.preconditions[0]["values"] == (0.01, 0.05, 0.6)
+    assert "at a critical point" in one_short.note and "0.6" in one_short.note and "≤ 0.1" in one_short.note
+    unmeasured = evaluate("e", claim, violating)
+    assert unmeasured.verdict == "undecided" and "not measured" in unmeasured.note
+    nan = evaluate("e", claim, [0.1, 0.2, 0.3], states={"residual": Measured([0.01, float("nan"), 0.02])})
+    assert nan.verdict == "undecided"
+
+
+def test_a_claim_declares_preconditions_or_why_none_not_both():
+    with pytest.raises(ValueError, match="not both"):
+        spec(preconditions=(CONVERGED,), no_precondition="closed form")
+    with pytest.raises(ValueError, match="reason"):
+        Precondition("residual", at_most(0.1), state="converged", reason=" ")
+
+
+def test_null_effect_decides_equivalence_and_straddling_is_inconclusive():
+    """Effect claim: difference >= 0, smallest effect of interest 0.05 (equivalence region [-0.05, 0.05])."""
+    claim = spec(at_least(0.0), null_effect=NullEffect(-0.05, 0.05, reason="a tenth of the range"))
+    inside = [0.001, -0.002, 0.003, 0.0, 0.002, -0.001]
+    assert evaluate("e", claim, inside).verdict == "not reproduced (no effect)"
+    assert evaluate("e", claim, [0.3, 0.4, 0.5, 0.35]).verdict == "reproduced"
+    straddling = [0.02, 0.07, 0.04, 0.09, 0.03]  # wholly >= 0, but overlapping the region's edge 0.05
+    assert evaluate("e", claim, straddling).verdict == "inconclusive"
+    assert evaluate("e", claim, [-0.3, -0.4, -0.5]).verdict == "not reproduced"
+    with pytest.raises(ValueError, match="lo < hi"):
+        NullEffect(0.1, 0.1, reason="x")
+
+
+def test_a_documented_no_effect_is_its_recorded_verdict():
+    claim = spec(at_least(0.0), null_effect=NullEffect(-0.05, 0.05, reason="r"),
+                 disagreement=Disagreement("s", "m", "r", "d", verdict="not reproduced (no effect)"))
+    assert claim.recorded == "not reproduced (no effect)"
+    assert evaluate("e", claim, [0.001, -0.002, 0.003, 0.0]).as_recorded
+    with pytest.raises(ValueError, match="records"):
+        Disagreement("s", "m", "r", "d", verdict="reproduced")
+
+
+def test_a_full_only_claim_is_recorded_undecided_below_the_full_scale():
+    claim = spec(full_only="needs 36 seeds")
+    quick = evaluate("e", claim, None, scale="quick")
+    assert quick.verdict == "undecided" and quick.as_recorded and quick.expected_verdict == "undecided at quick"
+    assert "needs 36 seeds" in quick.note
+    assert evaluate("e", claim, [0.1, 0.2, 0.9, 1.5], scale="quick").as_recorded  # inconclusive at quick
+    full = evaluate("e", claim, None, scale="full")
+    assert full.verdict == "undecided" and not full.as_recorded
+    assert evaluate("e", claim, [0.1, 0.2, 0.3], scale="full").as_recorded

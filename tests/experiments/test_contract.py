@@ -1,7 +1,8 @@
 """The experiment contract (DESIGN.md), checked over the whole registry: every claim quotes its paper verbatim and
 says why its band is what it is; every claim about training declares a negative control; scales are data whose
 paper scale is the config's defaults; a topic is a package; and every experiment runs at smoke scale with its
-controls, each claim getting a verdict."""
+controls, each claim getting a verdict; every claim declares the trained state it is about (or why none); and the
+committed full-scale records are current and decide every claim they hold."""
 
 from __future__ import annotations
 
@@ -12,13 +13,15 @@ import pytest
 import torch
 
 from repdyn.experiments.base import SCALES
+from repdyn.experiments.claims import DECIDED
+from repdyn.experiments.records import RECORDS, load_records, stale
 from repdyn.report.render import write_report
 from repdyn.runtime import registry
 from repdyn.runtime.reproduce import analyse, execute, plan
 from report_browser import check_report_in_browser
 
 SEEDS = Path(__file__).resolve().parents[3] / "shared" / "seeds"
-EXPERIMENTS = [e for e in registry.all_experiments().values() if not e.name.startswith("fixture.")]
+EXPERIMENTS = [e for e in registry.all_experiments().values() if not e.name.startswith("fixture")]
 CLAIMS = [(e, c) for e in EXPERIMENTS for c in e.claims]
 
 
@@ -58,6 +61,30 @@ def test_every_claim_quotes_its_paper_and_gives_its_reasons(experiment, claim, p
     assert claim.band_reason, "no reason for the band"
     assert claim.exact or claim.control is not None or claim.no_control, \
         "a claim about training needs a control, or the reason why none applies"
+    assert bool(claim.preconditions) != bool(claim.no_precondition.strip()), \
+        "a claim declares the trained state it is about (preconditions), or why it needs none (no_precondition)"
+
+
+def test_at_most_15_percent_of_claims_are_decided_at_full_only_and_their_records_decide_them():
+    full_only = [(e, c) for e, c in CLAIMS if c.full_only]
+    assert len(full_only) <= 0.15 * len(CLAIMS), f"{len(full_only)} of {len(CLAIMS)} claims are full-only"
+    recorded = {(claim["experiment"], claim["id"]): claim["verdict"]
+                for record in load_records(RECORDS).values() for claim in record["claims"]}
+    undecided = [f"{e.name}:{c.id}" for e, c in full_only if recorded.get((e.name, c.id)) not in DECIDED]
+    assert undecided == [], "a claim undecided at quick must be decided by its committed full record"
+
+
+def test_committed_full_records_are_current_and_agree_with_the_code():
+    """A record made at another full config is stale; its verdicts are the ones the code records."""
+    records = load_records(RECORDS)
+    assert stale(records, {e.name: (e.paper, e.config("full")) for e in EXPERIMENTS}) == []
+    specs = {(e.name, c.id): c for e, c in CLAIMS}
+    for record in records.values():
+        assert {(c["experiment"], c["id"]) for c in record["claims"]} == \
+            {key for key in specs if registry.get(key[0]).paper == record["paper"]}
+        differ = [f"{c['experiment']}:{c['id']} {c['verdict']}" for c in record["claims"]
+                  if c["verdict"] != specs[c["experiment"], c["id"]].recorded and c["verdict"] != "skipped"]
+        assert differ == [], "the record's verdict differs from the one recorded in code"
 
 
 @pytest.mark.parametrize("experiment", EXPERIMENTS, ids=lambda e: e.name)
@@ -89,8 +116,11 @@ def test_smoke_scale_runs_with_controls_and_every_claim_gets_a_verdict(experimen
     assert [(row["claim"], row["verdict"]) for row in rows] == [(f"{c.experiment}:{c.id}", c.verdict)
                                                                 for c in outcome.claims]
     assert outcome.figures, "no figure"
-    unmeasured = [c.id for c in outcome.claims if c.estimate is None and "diverged" not in c.note]
+    unmeasured = [c.id for c in outcome.claims if c.estimate is None and "diverged" not in c.note and not c.full_only]
     assert unmeasured == []
+    unstated = [f"{c.id}: {p['quantity']}" for c in outcome.claims if c.estimate is not None
+                for p in c.preconditions if not p["values"]]
+    assert unstated == [], "a precondition's quantity was not measured (Analysis.states)"
     specs = {spec.id: spec for spec in experiment.claims}
     uncontrolled = [c.id for c in outcome.claims
                     if specs[c.id].control is not None and c.control_verdict in ("", "not measured")]

@@ -26,8 +26,8 @@ def test_report_files_escape_html_and_keep_mixed_metrics(tmp_path):
     assert "1 claim(s) differ from the verdict recorded in code" in html and "why" in html
     assert "fails as it should" in html and "read off Fig. 2" in html and 'id="a.x-fig-claims"' in html
     claims = json.loads((tmp_path / "claims.json").read_text())
-    assert claims["verdicts"] == {"reproduced": 1, "not reproduced": 1, "inconclusive": 0, "vacuous": 0,
-                                  "skipped": 0}
+    assert claims["verdicts"] == {"reproduced": 1, "not reproduced": 1, "not reproduced (no effect)": 0,
+                                  "inconclusive": 0, "undecided": 0, "vacuous": 0, "skipped": 0}
     first = claims["claims"][0]
     assert (first["estimate"], first["ci_low"], first["ci_high"], first["n_seeds"]) == (0.3, 0.2, 0.4, 3)
     assert (first["control_value"], first["verdict"], first["quote"]) == (4.0, "reproduced", "the paper's <i>words</i>")

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from repdyn.experiments.base import Analysis, Experiment, Paper, RunSpec
+from repdyn.experiments.base import SCALES, Analysis, Experiment, Paper, RunSpec
 from repdyn.experiments.claims import ClaimSpec, Control, Disagreement, Measured, at_most
 from repdyn.experiments.config import param
 from repdyn.nn import MLP, Ensemble, check_finite, train
@@ -54,7 +54,7 @@ class LeastSquares(Experiment):
         ClaimSpec("first_lr", "the first learning rate converges", "closed form", at_most(1e-6),
                   exact=True, no_control="closed form", depends_on=("lr=0.1",)),
     )
-    scales = {scale: LeastSquaresConfig() for scale in ("smoke", "quick", "paper")}
+    scales = {scale: LeastSquaresConfig() for scale in SCALES}
 
     def runs(self, config: LeastSquaresConfig) -> list[RunSpec]:
         return [RunSpec(f"lr={lr:g}", {"lr": lr}) for lr in config.lrs]
@@ -122,7 +122,7 @@ class TanhRegression(Experiment):
     Config = TanhRegressionConfig
     claims = (ClaimSpec("loss_drops", "GD with a small step lowers the loss", "descent lemma", at_most(0.5),
                         no_control="test fixture of the runtime"),)
-    scales = {scale: TanhRegressionConfig() for scale in ("smoke", "quick", "paper")}
+    scales = {scale: TanhRegressionConfig() for scale in SCALES}
 
     def runs(self, config: TanhRegressionConfig) -> list[RunSpec]:
         return [RunSpec(f"run={i}", {"index": i}) for i in range(config.runs)]
@@ -190,11 +190,11 @@ class Fit(Experiment):
     paper = "000"
     source = "test fixture"
     Config = FitConfig
-    scales = {scale: FitConfig() for scale in ("smoke", "quick", "paper")}
+    scales = {scale: FitConfig() for scale in SCALES}
 
     def __init__(self, name: str, claim: ClaimSpec, config: FitConfig) -> None:
         self.name, self.claims = name, (claim,)
-        self.scales = {scale: config for scale in ("smoke", "quick", "paper")}
+        self.scales = {scale: config for scale in SCALES}
 
     def runs(self, config: FitConfig) -> list[RunSpec]:
         return [RunSpec(f"seed={i}") for i in range(config.seeds)]
@@ -222,7 +222,7 @@ class LongTraining(Experiment):
     paper = "000"
     source = "test fixture"
     Config = LongTrainingConfig
-    scales = {scale: LongTrainingConfig() for scale in ("smoke", "quick", "paper")}
+    scales = {scale: LongTrainingConfig() for scale in SCALES}
     claims = (ClaimSpec("fits", "the loss falls", "test fixture", at_most(1.0), exact=True, no_control="fixture"),)
 
     def runs(self, config: LongTrainingConfig) -> list[RunSpec]:
@@ -268,7 +268,7 @@ class SharedReader(Experiment):
 
     def __init__(self, name: str, config: SharedConfig) -> None:
         self.name = name
-        self.scales = {scale: config for scale in ("smoke", "quick", "paper")}
+        self.scales = {scale: config for scale in SCALES}
         self.claims = (FITS,)
 
     def runs(self, config: SharedConfig) -> list[RunSpec]:

@@ -19,10 +19,12 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from repdyn.experiments.claims import ClaimSpec, Measured
+from repdyn.experiments.config import ConfigError
 
-SCALES = ("smoke", "quick", "paper")
-"""smoke: seconds, used by tests; quick (default): every experiment in minutes on a 2-core CPU; paper: the
-papers' own sizes, for a GPU or a cluster."""
+SCALES = ("smoke", "quick", "full", "paper")
+"""smoke: seconds, used by tests; quick (default): every experiment in minutes on a 2-core CPU; full: the smallest
+setting at which every claim's precondition holds and its interval decides, on a CPU (each paper within 2 hours on 2
+cores, checkpointed); paper: the papers' own sizes, for a GPU or a cluster."""
 
 RunResult = dict[str, Any]
 """What ``execute`` returns: named NumPy arrays and Python scalars (int, float, bool, str)."""
@@ -66,12 +68,15 @@ class Analysis:
     figures: name -> matplotlib Figure (closed by the report after rendering).
     metrics: one row per run or condition, for the report's metrics table (metrics.csv / .parquet).
     notes: explanation shown under the experiment's section, e.g. why a claim fails at this scale.
+    states: precondition quantity -> its per-seed values (:class:`Measured`), e.g. the stationarity residual of each
+    trained network; every claim whose :class:`~repdyn.experiments.claims.Precondition` names it is judged on them.
     """
 
     measured: dict[str, Measured | float | bool] = field(default_factory=dict)
     figures: dict[str, Any] = field(default_factory=dict)
     metrics: list[dict[str, Any]] = field(default_factory=list)
     notes: str = ""
+    states: dict[str, Measured | Any] = field(default_factory=dict)
 
 
 class Experiment(ABC):
@@ -91,6 +96,8 @@ class Experiment(ABC):
 
     def config(self, scale: str) -> Any:
         """The config instance for ``scale`` (one of SCALES)."""
+        if scale not in self.scales:
+            raise ConfigError(f"{self.name} declares no {scale!r} config: it has {', '.join(self.scales)}")
         return self.scales[scale]
 
     def prepare(self, config: Any) -> str | None:

@@ -9,6 +9,12 @@ or ``no_control`` saying why none applies) and, where the result does not reprod
 The experiment's analysis returns a :class:`Measured` per claim: one value per independent seed (or trial).
 :func:`evaluate` (in :mod:`repdyn.experiments.verdicts`) turns spec + values into a :class:`ClaimResult` whose
 ``verdict`` is one of :data:`VERDICTS`.
+
+A claim about a trained state (converged, off a plateau, at a critical point) declares that state as
+:class:`Precondition` s: the analysis measures each one's quantity per seed (``Analysis.states``) and a claim whose
+precondition is not met is ``undecided``, never ``not reproduced``. A claim that an effect exists may declare its
+smallest effect of interest (:class:`NullEffect`): an interval wholly inside that equivalence region is
+``not reproduced (no effect)``.
 """
 
 from __future__ import annotations
@@ -25,7 +31,13 @@ NOT_REPRODUCED = "not reproduced"
 INCONCLUSIVE = "inconclusive"
 VACUOUS = "vacuous"
 SKIPPED = "skipped"
-VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, VACUOUS, SKIPPED)
+UNDECIDED = "undecided"
+"""A claim about a trained state measured on networks that did not reach it (or a claim not measured)."""
+NO_EFFECT = "not reproduced (no effect)"
+"""The interval lies wholly inside the claim's equivalence region: the effect is smaller than any of interest."""
+VERDICTS = (REPRODUCED, NOT_REPRODUCED, NO_EFFECT, INCONCLUSIVE, UNDECIDED, VACUOUS, SKIPPED)
+DECIDED = (REPRODUCED, NOT_REPRODUCED, NO_EFFECT)
+"""Verdicts that answer the claim."""
 
 SATISFIED, VIOLATED, STRADDLES = "satisfied", "violated", "straddles"
 """How an interval relates to an expectation: wholly inside, wholly outside, or across its boundary."""
@@ -140,6 +152,54 @@ class Holds(Expectation):
 
 
 @dataclass(frozen=True)
+class Precondition:
+    """The trained state a claim is about, as data: the analysis measures ``quantity`` on every seed the claim is
+    computed from (``Analysis.states[quantity]``), and each seed's value must satisfy ``expectation``.
+
+    state: the state in words ("at a critical point", "off the Y/8 plateau"). reason: why this threshold (derived
+    from the theory, from exact solutions at the same setting, or our choice and why), fixed before any run.
+    """
+
+    quantity: str
+    expectation: Expectation
+    state: str
+    reason: str
+
+    def __post_init__(self) -> None:
+        missing = [name for name in ("quantity", "state", "reason") if not getattr(self, name).strip()]
+        if missing:
+            raise ValueError(f"a Precondition needs {', '.join(missing)}")
+
+    def describe(self) -> str:
+        return f"{self.state}: {self.quantity} {self.expectation.describe()} on every seed"
+
+
+@dataclass(frozen=True)
+class NullEffect:
+    """The smallest effect of interest of a claim that an effect exists, as the equivalence region [lo, hi] of the
+    claim's statistic (the effects too small to matter), with the reason for its edges, fixed before any run."""
+
+    lo: float
+    hi: float
+    reason: str
+
+    def __post_init__(self) -> None:
+        if not self.lo < self.hi:
+            raise ValueError(f"a NullEffect needs lo < hi, got [{self.lo:g}, {self.hi:g}]")
+        if not self.reason.strip():
+            raise ValueError("a NullEffect needs the reason for its smallest effect of interest")
+
+    def contains(self, low: float, high: float) -> bool:
+        return self.lo <= low and high <= self.hi
+
+    def overlaps(self, low: float, high: float) -> bool:
+        return low <= self.hi and high >= self.lo
+
+    def describe(self) -> str:
+        return f"no effect if within [{self.lo:g}, {self.hi:g}]"
+
+
+@dataclass(frozen=True)
 class Control:
     """A negative control: the same analysis on a changed config (the untrained network, shuffled labels, a null
     path), given as config overrides. The claim's expectation must fail on it, else the claim is vacuous."""
@@ -166,17 +226,23 @@ class Disagreement:
     measured: the measured interval (estimate, 90 % interval, number of seeds).
     ruled_out: what was checked and excluded as the cause (bugs, step size, width, seeds, ...).
     doc: where it is written up (docs/reproduction/NNN.md#anchor).
+    verdict: the verdict it records: ``not reproduced``, ``not reproduced (no effect)``, or ``undecided`` where no
+    affordable setting reaches the claim's precondition (the evidence then says how far each try got).
     """
 
     settings: str
     measured: str
     ruled_out: str
     doc: str
+    verdict: str = NOT_REPRODUCED
 
     def __post_init__(self) -> None:
         missing = [name for name in ("settings", "measured", "ruled_out", "doc") if not getattr(self, name).strip()]
         if missing:
             raise ValueError(f"a Disagreement needs its evidence: {', '.join(missing)} empty")
+        if self.verdict not in (NOT_REPRODUCED, NO_EFFECT, UNDECIDED):
+            raise ValueError(f"a Disagreement records {NOT_REPRODUCED!r}, {NO_EFFECT!r} or {UNDECIDED!r}, "
+                             f"not {self.verdict!r}")
 
     def describe(self) -> str:
         return f"{self.measured} at {self.settings}; ruled out: {self.ruled_out} ({self.doc})"
@@ -193,7 +259,10 @@ class ClaimSpec:
     identity judged on one value with a tolerance, needing no seeds. control / no_control: the negative control, or
     why none applies ("closed form", "a statement about initialisation"). disagreement: recorded evidence that the
     claim does not reproduce. figure: the analysis figure it belongs to. depends_on: run labels (or prefixes) whose
-    divergence fails the claim; empty means every run.
+    divergence fails the claim; empty means every run. preconditions / no_precondition: the trained state the
+    claim is about, or why it needs none ("closed form", "a statement about initialisation"). null_effect: the
+    smallest effect of interest of a claim that an effect exists. full_only: why the claim is decided only at the
+    ``full`` scale (recorded ``undecided at quick``; the committed full record must decide it).
     """
 
     id: str
@@ -210,8 +279,16 @@ class ClaimSpec:
     no_control: str = ""
     disagreement: Disagreement | None = None
     figure: str = ""
+    preconditions: tuple[Precondition, ...] = ()
+    no_precondition: str = ""
+    null_effect: NullEffect | None = None
+    full_only: str = ""
 
     def __post_init__(self) -> None:
+        if self.preconditions and self.no_precondition:
+            raise ValueError(f"claim {self.id!r}: give preconditions or the reason for none, not both")
+        if self.exact and self.null_effect is not None:
+            raise ValueError(f"claim {self.id!r}: an exact claim (closed form) takes no null effect")
         if self.statistic not in ("median", "mean"):
             raise ValueError(f"claim {self.id!r}: statistic {self.statistic!r} is not median or mean")
         if self.control is not None and self.no_control:
@@ -221,8 +298,8 @@ class ClaimSpec:
 
     @property
     def recorded(self) -> str:
-        """The verdict recorded in code: ``not reproduced`` where a disagreement is documented."""
-        return NOT_REPRODUCED if self.disagreement is not None else REPRODUCED
+        """The verdict recorded in code: the documented disagreement's, else ``reproduced``."""
+        return self.disagreement.verdict if self.disagreement is not None else REPRODUCED
 
     def depends_on_run(self, label: str) -> bool:
         return not self.depends_on or any(label.startswith(prefix) for prefix in self.depends_on)
@@ -273,6 +350,13 @@ class ClaimResult:
     disagreement: str = ""
     figure: str = ""
     band: tuple[float | None, float | None] = (None, None)
+    preconditions: tuple[dict[str, Any], ...] = ()
+    """Per precondition: its description, whether it is met, and the measured per-seed values."""
+    null_effect: str = ""
+    full_only: str = ""
+    scale: str = ""
+    full_record: dict[str, Any] | None = None
+    """The committed full-scale verdict of this claim (verdict, estimate, interval, date), where one exists."""
 
     @property
     def n_seeds(self) -> int:
@@ -283,9 +367,24 @@ class ClaimResult:
         return self.verdict == SKIPPED
 
     @property
+    def undecided_here(self) -> bool:
+        """Recorded ``undecided at quick``: a full-only claim judged below the full scale."""
+        return bool(self.full_only) and self.scale in ("smoke", "quick")
+
+    @property
+    def expected_verdict(self) -> str:
+        """What the exit code compares against: the recorded verdict, or ``undecided at quick``."""
+        return f"{UNDECIDED} at {self.scale}" if self.undecided_here else self.recorded
+
+    @property
     def as_recorded(self) -> bool:
-        """The verdict is the one recorded in code (reproduced, or a documented not reproduced): exit code 0."""
-        return self.skipped or (self.verdict == self.recorded and self.estimate is not None)
+        """The verdict is the one recorded in code (exit code 0): its recorded verdict, or, for a full-only claim
+        below the full scale, undecided or inconclusive (the full record decides it)."""
+        if self.skipped:
+            return True
+        if self.undecided_here and self.verdict in (UNDECIDED, INCONCLUSIVE):
+            return True
+        return self.verdict == self.recorded and (self.estimate is not None or self.verdict == UNDECIDED)
 
     def to_json(self) -> dict[str, Any]:
         def number(value: float | bool | None) -> float | bool | str | None:
@@ -301,4 +400,7 @@ class ClaimResult:
             "control_ci": None if self.control_ci is None else [number(v) for v in self.control_ci],
             "control_verdict": self.control_verdict, "disagreement": self.disagreement or None,
             "figure": self.figure, "note": self.note,
+            "preconditions": [{**p, "values": [number(v) for v in p["values"]]} for p in self.preconditions],
+            "null_effect": self.null_effect or None, "full_only": self.full_only or None, "scale": self.scale,
+            "expected_verdict": self.expected_verdict, "full_record": self.full_record,
         }

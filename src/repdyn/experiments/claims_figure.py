@@ -12,8 +12,8 @@ from matplotlib.ticker import MaxNLocator
 from repdyn.experiments.claims import ClaimResult
 
 COLUMNS = 4
-VERDICT_COLOURS = {"reproduced": "#11772d", "not reproduced": "#b3261e", "inconclusive": "#b36b00",
-                   "vacuous": "#6b3fa0", "skipped": "#777777"}
+VERDICT_COLOURS = {"reproduced": "#11772d", "not reproduced": "#b3261e", "not reproduced (no effect)": "#8a3b12",
+                   "inconclusive": "#b36b00", "undecided": "#555555", "vacuous": "#6b3fa0", "skipped": "#777777"}
 
 
 def _plotted(claim: ClaimResult) -> bool:

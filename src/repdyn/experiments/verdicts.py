@@ -8,12 +8,17 @@ negative control.
   it, ``inconclusive`` when it straddles the boundary or fewer than :data:`MIN_SEEDS` seeds were measured, and
   ``vacuous`` when the negative control satisfies the expectation too. A control whose own interval straddles the
   boundary leaves the claim ``inconclusive``: the measurement cannot yet tell learning from no learning.
+- ``undecided`` when a declared precondition is not met on every seed (or its quantity, or the claim itself, was not
+  measured): the networks did not reach the state the claim is about, so the values are shown but judge nothing.
+- With a smallest effect of interest (:class:`~repdyn.experiments.claims.NullEffect`): an interval wholly inside the
+  equivalence region is ``not reproduced (no effect)``; one that overlaps it without wholly violating the
+  expectation is ``inconclusive`` (more seeds or a larger setting decide it).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,16 +26,20 @@ from scipy import stats
 
 from repdyn.experiments.claims import (
     INCONCLUSIVE,
+    NO_EFFECT,
     NOT_REPRODUCED,
     REPRODUCED,
     SATISFIED,
     SKIPPED,
     STRADDLES,
+    UNDECIDED,
     VACUOUS,
     VIOLATED,
     ClaimResult,
     ClaimSpec,
     Measured,
+    Precondition,
+    values_text,
 )
 
 CONFIDENCE = 0.9
@@ -71,7 +80,36 @@ def _judge(spec: ClaimSpec, values: Sequence[float | bool]) -> tuple[Interval, s
     if not spec.exact and len(values) < MIN_SEEDS:
         return found, INCONCLUSIVE
     relation = spec.expectation.relate(found.low, found.high)
+    null = spec.null_effect
+    if null is not None and not (math.isnan(found.low) or math.isnan(found.high)):
+        if null.contains(found.low, found.high):
+            return found, NO_EFFECT
+        if relation != VIOLATED and null.overlaps(found.low, found.high):
+            return found, INCONCLUSIVE
     return found, {SATISFIED: REPRODUCED, VIOLATED: NOT_REPRODUCED, STRADDLES: INCONCLUSIVE}[relation]
+
+
+def check_precondition(precondition: Precondition, measured: Measured | Sequence | None) -> dict:
+    """Whether ``precondition`` holds on every seed of ``measured`` (its quantity's per-seed values), as the
+    record the report shows: description, met, values, note."""
+    measured = _as_measured(measured)
+    values = () if measured is None else measured.values
+    met = bool(values) and all(precondition.expectation.check(v) for v in values)
+    return {"quantity": precondition.quantity, "state": precondition.state,
+            "expected": precondition.expectation.describe(), "reason": precondition.reason, "met": met,
+            "values": tuple(float(v) for v in values), "note": "" if measured is None else measured.note}
+
+
+def _unmet(checks: Sequence[dict]) -> str:
+    """The note of an undecided claim: each unmet state with its threshold and measured values."""
+    parts = []
+    for check in checks:
+        if check["met"]:
+            continue
+        found = f"measured {values_text(check['values'])}" if check["values"] else "not measured"
+        parts.append(f"precondition not met ({check['state']}): {check['quantity']} {check['expected']} on every "
+                     f"seed, {found}")
+    return "; ".join(parts)
 
 
 def _as_measured(measured: Measured | float | bool | Sequence[float | bool] | None) -> Measured | None:
@@ -82,16 +120,28 @@ def _as_measured(measured: Measured | float | bool | Sequence[float | bool] | No
 
 def evaluate(experiment: str, spec: ClaimSpec, measured: Measured | float | bool | Sequence | None,
              failure: str | None = None, *, control: Measured | float | bool | Sequence | None = None,
-             control_failure: str | None = None) -> ClaimResult:
+             control_failure: str | None = None, states: Mapping[str, Measured | Sequence] | None = None,
+             scale: str = "") -> ClaimResult:
     """Judge one claim. ``failure`` (e.g. "run 'g=0.1' diverged at step 412") makes it not reproduced without a
-    value; ``control`` is what the same analysis measured on the claim's negative control."""
-    common = _declared(experiment, spec)
+    value; ``control`` is what the same analysis measured on the claim's negative control; ``states`` the per-seed
+    values of the precondition quantities (``Analysis.states``); ``scale`` the scale it was measured at."""
+    states = states or {}
+    checks = tuple(check_precondition(p, states.get(p.quantity)) for p in spec.preconditions)
+    common = {**_declared(experiment, spec), "preconditions": checks, "scale": scale}
     measured = _as_measured(measured)
-    if failure is not None or measured is None or not measured.values:
+    if failure is not None:
         return ClaimResult(**common, values=(), estimate=None, ci_low=None, ci_high=None,
-                           verdict=NOT_REPRODUCED, note=failure or NOT_MEASURED)
+                           verdict=NOT_REPRODUCED, note=failure)
+    if measured is None or not measured.values:
+        note = f"decided at the full scale only: {spec.full_only}" if spec.full_only else NOT_MEASURED
+        return ClaimResult(**common, values=(), estimate=None, ci_low=None, ci_high=None, verdict=UNDECIDED,
+                           note=note)
     found, verdict = _judge(spec, measured.values)
     notes = [measured.note] if measured.note else []
+    unmet = _unmet(checks)
+    if unmet:
+        return ClaimResult(**common, values=measured.values, estimate=found.estimate, ci_low=found.low,
+                           ci_high=found.high, verdict=UNDECIDED, note="; ".join([unmet, *notes]))
     if verdict == INCONCLUSIVE and not spec.exact and len(measured.values) < MIN_SEEDS:
         notes.append(f"{len(measured.values)} seed(s): a verdict needs at least {MIN_SEEDS}")
     control_fields: dict = {}
@@ -108,12 +158,12 @@ def evaluate(experiment: str, spec: ClaimSpec, measured: Measured | float | bool
                                   control_ci=(control_found.low, control_found.high))
             if control_verdict == REPRODUCED:
                 control_fields["control_verdict"] = "passes too"
-                if verdict in (REPRODUCED, INCONCLUSIVE):
+                if verdict in (REPRODUCED, INCONCLUSIVE, NO_EFFECT):
                     verdict = VACUOUS
-            elif control_verdict == NOT_REPRODUCED:
+            elif control_verdict in (NOT_REPRODUCED, NO_EFFECT):
                 control_fields["control_verdict"] = "fails as it should"
             else:
-                control_fields["control_verdict"] = "undecided"
+                control_fields["control_verdict"] = "straddles"
                 if verdict == REPRODUCED:
                     verdict = INCONCLUSIVE
                     notes.append("the control's interval straddles the expectation: it cannot yet tell this "
@@ -129,10 +179,11 @@ def _declared(experiment: str, spec: ClaimSpec) -> dict:
                 statistic="exact" if spec.exact else "fraction of seeds" if spec.expectation.statistic == "fraction"
                 else spec.statistic, recorded=spec.recorded, figure=spec.figure, band=spec.expectation.bounds(),
                 control=spec.control.description if spec.control else spec.no_control,
-                disagreement=spec.disagreement.describe() if spec.disagreement else "")
+                disagreement=spec.disagreement.describe() if spec.disagreement else "",
+                null_effect=spec.null_effect.describe() if spec.null_effect else "", full_only=spec.full_only)
 
 
-def skip(experiment: str, spec: ClaimSpec, reason: str) -> ClaimResult:
+def skip(experiment: str, spec: ClaimSpec, reason: str, scale: str = "") -> ClaimResult:
     """A claim not evaluated because its experiment was skipped (see ``Experiment.prepare``)."""
     return ClaimResult(**_declared(experiment, spec), values=(), estimate=None, ci_low=None, ci_high=None,
-                       verdict=SKIPPED, note=reason)
+                       verdict=SKIPPED, note=reason, scale=scale)

@@ -329,10 +329,10 @@ def _outcome_of(plan_: Plan, item: PlannedExperiment, recompute: bool) -> Experi
     if item.skip_reason is not None:
         return ExperimentOutcome(
             item.name, experiment.title, experiment.paper, experiment.source, to_dict(item.config),
-            [skip(item.name, spec, item.skip_reason) for spec in experiment.claims], {}, [], [],
+            [skip(item.name, spec, item.skip_reason, plan_.scale) for spec in experiment.claims], {}, [], [],
             notes=f"skipped: {item.skip_reason}")
     variants = [(control, config, _stored(plan_, item, config, recompute)) for control, config in item.variants()]
-    return _analyse_one(experiment, variants)
+    return _analyse_one(experiment, variants, plan_.scale)
 
 
 def _stored(plan_: Plan, item: PlannedExperiment, config: Any, recompute: bool) -> dict[str, StoredRun]:
@@ -346,6 +346,7 @@ class _VariantAnalysis:
     failures: dict[str, str]  # claim id -> why it has no value
     analysis: Any = None
     error: str = ""
+    states: Mapping[str, Any] = field(default_factory=dict)
 
 
 def _analyse_variant(experiment: Experiment, config: Any, stored: Mapping[str, StoredRun]) -> _VariantAnalysis:
@@ -367,11 +368,11 @@ def _analyse_variant(experiment: Experiment, config: Any, stored: Mapping[str, S
         for spec in experiment.claims:
             failures.setdefault(spec.id, reason)
         return _VariantAnalysis({}, failures, error=reason)
-    return _VariantAnalysis(analysis.measured, failures, analysis)
+    return _VariantAnalysis(analysis.measured, failures, analysis, states=analysis.states)
 
 
-def _analyse_one(experiment: Experiment,
-                 variants: Sequence[tuple[Control | None, Any, Mapping[str, StoredRun]]]) -> ExperimentOutcome:
+def _analyse_one(experiment: Experiment, variants: Sequence[tuple[Control | None, Any, Mapping[str, StoredRun]]],
+                 scale: str) -> ExperimentOutcome:
     (_, config, stored), *controls = variants
     main = _analyse_variant(experiment, config, stored)
     by_control = {control: _analyse_variant(experiment, control_cfg, control_stored)
@@ -394,15 +395,18 @@ def _analyse_one(experiment: Experiment,
         claims.append(evaluate(
             experiment.name, spec, main.measured.get(spec.id), main.failures.get(spec.id),
             control=None if control is None else control.measured.get(spec.id),
-            control_failure=None if control is None else control.failures.get(spec.id)))
+            control_failure=None if control is None else control.failures.get(spec.id), states=main.states,
+            scale=scale))
     summary = claims_figure(claims)
     if summary is not None:  # drawn where the experiment is analysed (a worker), not after the last run
         figures = {"claims": figure_png(summary), **figures}
     runs = [{"label": label, "status": run.status, "seconds": run.meta.get("seconds"),
-             "step": run.meta.get("step")} for label, run in stored.items()]
+             "cpu_seconds": run.meta.get("cpu_seconds"), "step": run.meta.get("step")}
+            for label, run in stored.items()]
     for control, _, control_stored in controls:
         runs += [{"label": f"{label} [control: {control.description}]", "status": run.status,
-                  "seconds": run.meta.get("seconds"), "step": run.meta.get("step")}
+                  "seconds": run.meta.get("seconds"), "cpu_seconds": run.meta.get("cpu_seconds"),
+                  "step": run.meta.get("step")}
                  for label, run in control_stored.items()]
     return ExperimentOutcome(experiment.name, experiment.title, experiment.paper, experiment.source,
                              to_dict(config), claims, figures, metrics, runs, notes, errors)
