@@ -68,6 +68,8 @@ class TeacherRunConfig:
     dtype: str = param("float32", choices=("float64", "float32"), help="training dtype (analysis: float64)")
     lbfgs_steps: int = param(0, ge=0, help="float64 L-BFGS iterations per network after the Adam and GD phases, "
                                            "steps frozen (a finish to a critical point); 0: none, as in the paper")
+    lbfgs_tolerance: float = param(0.0, ge=0, help="a network's L-BFGS finish stops once its median stationarity "
+                                                   "residual is at most this (0: runs all lbfgs_steps)")
     lbfgs_history: int = param(50, ge=1, help="L-BFGS history size")
 
 
@@ -93,16 +95,19 @@ def plan(config: TeacherRunConfig) -> TrainingPlan:
                         adaptive_damping=config.adaptive_damping, max_rho_ltilde=config.max_rho_ltilde or None)
 
 
-def finish(model: LeakyResNet, task, config: TeacherRunConfig) -> tuple[LeakyResNet, np.ndarray | None]:
-    """The float64 L-BFGS finish of ``config.lbfgs_steps`` iterations per member (none if 0): the model in float64
-    and each member's objective before and after every 100 iterations (``None`` without a finish)."""
+def finish(model: LeakyResNet, task, config: TeacherRunConfig) -> tuple[LeakyResNet, dict[str, np.ndarray]]:
+    """The float64 L-BFGS finish of at most ``config.lbfgs_steps`` iterations per member (none if 0): the model in
+    float64 and, per member, the objective and median stationarity residual before and after it (shape (K, 2)) and
+    the iterations used (NaN and 0 without a finish)."""
     if not config.lbfgs_steps:
-        return model, None
+        return model, {"objective": np.full((model.members, 2), np.nan),
+                       "residual": np.full((model.members, 2), np.nan),
+                       "iterations": np.zeros(model.members, dtype=np.int64)}
     model = model.to(dtype=torch.float64)
     device = model.weight.device
     record = lbfgs_finish(model, task.x_train.to(device), task.y_train.to(device), config.lam, config.lbfgs_steps,
-                          history_size=config.lbfgs_history)
-    return model, record["objective"]
+                          tolerance=config.lbfgs_tolerance, history_size=config.lbfgs_history)
+    return model, record
 
 
 def check_steps(depths, ltildes, max_rho_ltilde: float) -> None:

@@ -198,7 +198,7 @@ class Discretisation(Experiment):
         adaptive = torch.tensor([s == "adaptive" for s in SCHEMES]).repeat_interleave(config.seeds)
         fit(model, task.x_train.to(device), task.y_train.to(device), config.lam, plan(config),
             adaptive=adaptive.to(device))
-        model, _ = finish(model, task, config)  # every scheme alike (the steps frozen)
+        model, finished = finish(model, task, config)  # every scheme alike (the steps frozen)
         shape = (len(SCHEMES), config.seeds)
         with torch.no_grad():
             reps = model.representations(task.x_train.to(device)).double().cpu()
@@ -207,6 +207,8 @@ class Discretisation(Experiment):
         return {"test_error": test_error(model, task).reshape(shape),
                 "train_error": train_error(model, task).reshape(shape),
                 "stationarity": residual.reshape(shape),
+                "lbfgs_residual": finished["residual"].reshape(*shape, 2),
+                "lbfgs_iterations": finished["iterations"].reshape(shape),
                 "rho": model.rho.double().cpu().numpy().reshape(*shape, depth),
                 "weight_sv": sv[..., :TOP_SINGULAR_VALUES].numpy().reshape(*shape, depth, -1),
                 "path_projection": _path_projection(reps).reshape(*shape, depth + 1, 2),

@@ -419,16 +419,18 @@ def seeds_of(parts: Sequence[RunResult]) -> RunResult:
 
 
 def _result(config: StructuresConfig, model, history, task, shape: tuple[int, int],
-            finished: np.ndarray | None = None) -> RunResult:
-    """Fit and float64 diagnostics of every member, reshaped to (seeds, L~, ...); with an L-BFGS finish, each
-    member's objective before and after it (``lbfgs_objective``, NaN without one)."""
+            finished: dict[str, np.ndarray] | None = None) -> RunResult:
+    """Fit and float64 diagnostics of every member, reshaped to (seeds, L~, ...); the L-BFGS finish's objective and
+    median stationarity residual before and after it and its iterations (NaN / 0 without one)."""
+    nothing = {"objective": np.full((model.members, 2), np.nan), "residual": np.full((model.members, 2), np.nan),
+               "iterations": np.zeros(model.members, dtype=np.int64)}
+    finished = finished if finished is not None else nothing
     result: RunResult = {"objective": np.asarray(history["objective"][-1]).reshape(shape) if len(
                              history["objective"]) else np.full(shape, np.nan),
                          "test_error": test_error(model, task).reshape(shape),
                          "train_error": train_error(model, task).reshape(shape),
                          "bottleneck_rank": task.bottleneck_rank,
-                         "lbfgs_objective": (np.stack([finished[0], finished[-1]], -1) if finished is not None
-                                             else np.full((model.members, 2), np.nan)).reshape(*shape, 2)}
+                         **{f"lbfgs_{key}": value.reshape(*shape, *value.shape[1:]) for key, value in finished.items()}}
     per_member = [member_diagnostics(model, task, config.lam, k, config.gamma0) for k in range(model.members)]
     result.update(stack_members(per_member, shape))
     return result
