@@ -166,3 +166,30 @@ def test_every_trained_network_claim_has_a_measured_precondition():
             for p in claim.preconditions:
                 values = np.asarray(analysis.states[p.quantity].values, dtype=float)
                 assert len(values) == cfg.seeds and np.isfinite(values).all() and (values >= 0).all(), claim.id
+
+
+def test_the_paper_gpu_script_runs_in_pieces_and_brings_back_small_files(tmp_path):
+    """docs/reproduction/scripts/002_paper_gpu.sh at the smoke scale on the CPU: its pieces end with status 3 until
+    both experiments are stored, then 0; the results hold no checkpoint and no file over 16 MiB."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {key: value for key, value in os.environ.items() if key != "REPDYN_PLUGINS"}  # the tests' fixture papers
+    env.update(REPDYN=f"{sys.executable} -m repdyn", PYTHONPATH=str(root / "src"))
+    store, results = tmp_path / "store", tmp_path / "results"
+    statuses = []
+    for _ in range(30):
+        done = subprocess.run(["bash", str(root / "docs/reproduction/scripts/002_paper_gpu.sh"), str(store),
+                               str(results), "smoke", "cpu", "60", "0.01"], env=env, capture_output=True, text=True)
+        statuses.append(done.returncode)
+        if done.returncode != 3:
+            break
+    assert statuses[-1] == 0, done.stdout + done.stderr
+    files = [f for f in results.rglob("*") if f.is_file()]
+    assert not [f for f in files if f.suffix == ".ckpt"]
+    assert max(f.stat().st_size for f in files) <= 16 * 1024 * 1024
+    for name in ("leaky_resnet.structures", "leaky_resnet.discretisation"):
+        assert any(name in str(f) for f in files), name

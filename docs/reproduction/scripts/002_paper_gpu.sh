@@ -25,7 +25,8 @@ for experiment in leaky_resnet.structures leaky_resnet.discretisation; do
         echo "piece over before $experiment: call again to resume"
         exit 3
     fi
-    timeout --signal=TERM --kill-after=10 "$left" "$repdyn" run "$experiment" --scale "$scale" --device "$device" \
+    # shellcheck disable=SC2086  # REPDYN may be a command with arguments ("python -m repdyn")
+    timeout --signal=TERM --kill-after=10 "$left" $repdyn run "$experiment" --scale "$scale" --device "$device" \
         --out "$store/$experiment" --checkpoint-every "$checkpoint" --quiet
     status=$?
     if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
@@ -33,9 +34,9 @@ for experiment in leaky_resnet.structures leaky_resnet.discretisation; do
         exit 3
     fi
     # 0: every claim as recorded; 1: some claim not as recorded (a result, not an error)
-    if [ "$status" -gt 1 ]; then
+    if [ "$status" -gt 1 ] || [ ! -f "$store/$experiment/claims.json" ]; then
         echo "$experiment failed with status $status"
-        exit "$status"
+        exit $((status > 1 ? status : 2))
     fi
     mkdir -p "$results/$experiment"
     (cd "$store/$experiment" && find . -type f ! -name '*.ckpt' ! -name '.tmp-*' -print0) |

@@ -34,7 +34,7 @@ FIT_THRESHOLD = 0.1
 FIT_REASON = ("our choice, fixed before any run with it: a test-error comparison is about trained networks only if "
               "they fit their training set; a tenth of the targets' variance left (an untrained network leaves "
               "about all of it)")
-UNTRAINED = {"adam_steps": 0, "gd_steps": 0}
+UNTRAINED = {"adam_steps": 0, "gd_steps": 0, "lbfgs_steps": 0}
 """Config overrides of the negative control: the untrained network at initialisation."""
 
 

@@ -142,6 +142,7 @@ class CriticalNetworks(Experiment):
     scales = {
         "smoke": CriticalConfig(width=5, n_points=6, depths=(25, 50, 100), seeds=3),
         "quick": CriticalConfig(),
+        "full": CriticalConfig(),
         "paper": CriticalConfig(),
     }
 
