@@ -105,9 +105,10 @@ RULED_OUT = ("under-training: every seed meets the stationarity precondition (be
              "0.63-0.72, the same claims were further off); the diagnostics (exact on shot critical networks, "
              "leaky_resnet.critical, tests/theory); seed noise (8 seeds, the interval wholly outside the band)")
 DISCRETISATION_OPEN = ("NOT ruled out: the discretisation error at the networks' rho L~ (adaptive steps, largest rho "
-                       "L~ about 0.4): exact critical networks show an h spread of 0.67 of the size of the Eq. (1) "
-                       "terms at rho L~ 0.25 and a balancedness gap that halves with the step (0.11 at rho L~ 0.06); "
-                       "the paper's L 50 would halve it; the paper's width, N and lambda")
+                       "L~ about 0.4): exact critical networks (leaky_resnet.critical) show at rho L~ 0.12 an h "
+                       "spread of 0.33-0.79 of the size of the Eq. (1) terms and a balancedness gap of 0.15-0.35, "
+                       "both halving with the step (so a gap of about 0.3-0.7 at rho L~ 0.25); the paper's L 50 "
+                       "would halve it; the paper's width, N and lambda")
 STRUCTURE_OPEN = ("NOT ruled out: the L~ range (Prop. 5 and the kinetic energy's vanishing are large-L~ limits; L~ "
                   "6 here, up to 20 in the paper); the paper's width, N and lambda")
 
