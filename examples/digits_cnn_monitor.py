@@ -65,9 +65,9 @@ def train(*, epochs: int = 30, batch_size: int = 32, lr: float = 0.05, seed: int
     for _ in range(epochs):
         order = torch.randperm(len(y_train), generator=generator).to(device)
         for batch in order.split(batch_size):
-            if watcher is not None:
-                watcher.step(step)  # monitor
             loss = 0.5 * (model(x_train[batch]) - targets[batch]).pow(2).sum(1).mean()
+            if watcher is not None:
+                watcher.step(step, loss)  # monitor: before the update; the loss is read only at recorded steps
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()

@@ -72,9 +72,9 @@ def train(*, epochs: int = 10, batch_size: int = 32, lr: float = 3e-3, n_train: 
     step = 0
     for _ in range(epochs):
         for batch in torch.randperm(n_train, generator=generator).split(batch_size):
-            if watcher is not None:
-                watcher.step(step)  # monitor: before the update
             loss = F.cross_entropy(model(x_train[batch]), y_train[batch])
+            if watcher is not None:
+                watcher.step(step, loss)  # monitor: before the update; the loss is read only at recorded steps
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()

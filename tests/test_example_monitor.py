@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from repdyn.monitor import load_recording
@@ -34,6 +35,7 @@ def test_example_stores_a_recording_and_writes_every_section(example_run):
     steps = recording.steps
     assert steps[0] == 0 and steps[-1] == 2 * 55 and len(steps) >= 8  # 1757 training digits, batch 32
     assert recording["outputs"].shape == (len(steps), 40, 10)
+    assert np.isfinite(recording["loss"][:-1]).all()  # the loss at every recorded step but the trained model
     assert recording["ntk"].shape[1:] == (32, 32)
     html = index.read_text()
     for key in SECTIONS:
@@ -75,6 +77,7 @@ def test_transformer_example_records_all_of_training_on_token_ids(transformer_ru
     assert recording.steps[0] == 0 and recording.steps[-1] == 2 * 8 and recording.meta["coverage"] == 1.0
     assert recording.meta["layers"] == ["encoder.layers.0", "encoder.layers.1"]
     assert recording["ntk_steps"][-1] == 16 and recording["ntk"].shape[1:] == (32, 32)
+    assert np.isfinite(recording["loss"][:-1]).all()
     html = index.read_text()
     assert 'data-measure="two_point"' in html and 'id="two_point"' not in html  # cross-entropy: left out
     assert "covers 100 % of training" in html

@@ -64,6 +64,17 @@ def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def _only(only: str | None) -> list[str] | None:
+    """The experiments ``--only`` names; None without the option. One that names none (``--only ""``) is refused."""
+    if only is None:
+        return None
+    names = [n.strip() for n in only.split(",") if n.strip()]
+    if not names:
+        raise ConfigError(f"--only {only!r} names no experiment: give experiments or topics, comma-separated "
+                          f"(leave --only out to run them all)")
+    return names
+
+
 def _execute_with_progress(plan_: Plan, jobs: int, cluster: str | None, force: bool, quiet: bool,
                            every: float, checkpoint_minutes: float) -> list[ExperimentOutcome]:
     """Compute the runs that are not stored and analyse every experiment (:func:`run_and_analyse`). On a terminal:
@@ -91,7 +102,7 @@ def _execute_with_progress(plan_: Plan, jobs: int, cluster: str | None, force: b
             progress.update(bar, total=todo, description=f"runs ({total - todo} of {total} stored)")
 
         def on_done(task: Any, status: str) -> None:
-            progress.update(bar, advance=1, description=f"{task.experiment} {task.label}: {status}")
+            progress.update(bar, advance=1, description=f"{task.title}: {status}")
 
         current: list[Any] = []
 
@@ -193,7 +204,7 @@ def reproduce(scale: str = ScaleOpt,
               seed: int = SeedOpt, device: str = DeviceOpt, as_json: bool = JsonOpt, quiet: bool = QuietOpt,
               progress_every: float = EveryOpt, checkpoint_every: float = CheckpointOpt) -> None:
     """Run every experiment (or --only some) and write the report of theory against experiment."""
-    names = [n.strip() for n in only.split(",") if n.strip()] if only else None
+    names = _only(only)
     plan_ = plan(names, scale=scale, seed=seed, device=device, out=out, cluster=cluster)
     _finish(plan_, _execute_with_progress(plan_, jobs, cluster, force, quiet, progress_every, checkpoint_every),
             as_json)
@@ -215,7 +226,7 @@ def plan_command(scale: str = ScaleOpt,
 
     if not within > 0:
         raise ConfigError(f"--within {within:g} is out of range: must be > 0 seconds")
-    names = [n.strip() for n in only.split(",") if n.strip()] if only else None
+    names = _only(only)
     estimates = estimate(plan(names, scale=scale, seed=seed, device=device, out=out), within=within)
     total = total_seconds(estimates)
     if as_json:
@@ -269,18 +280,25 @@ def record(folder: Path = typer.Argument(..., help="A folder written by `repdyn 
 @user_errors
 def verify(folder: Path = typer.Argument(..., help="A folder written by `repdyn reproduce` or `repdyn run` "
                                                    "(or its runs/ store)")) -> None:
-    """Check every stored run against its checksum; move corrupt ones to runs/.quarantine (exit 1 if any)."""
+    """Check every stored run (its checksum, and that it is the run of the key it is stored under) and every
+    checkpoint; move corrupt ones to runs/.quarantine (exit 1 if any, or if one cannot be moved)."""
     from repdyn.runtime.store import QUARANTINE, ResultStore
 
-    store = ResultStore(folder / "runs" if (folder / "runs").is_dir() else folder)
-    if not any(store.stored_keys()):
+    store = ResultStore(folder / "runs" if (folder / "runs").is_dir() else folder, keyed=True)
+    if not any(store.stored_keys()) and not any(store.root.glob("*/*.ckpt")):
         raise ConfigError(f"{folder}: no stored runs here; give the --out folder of `repdyn reproduce` or `repdyn run`")
-    intact, quarantined = store.verify()
-    print(f"{intact + len(quarantined)} stored runs in {store.root}: {intact} intact, {len(quarantined)} quarantined"
-          + (f" (moved to {store.root / QUARANTINE}; `repdyn reproduce` recomputes them)" if quarantined else ""))
-    for path in quarantined:
+    found = store.verify()
+    runs = [p for p in found.quarantined if p.suffix == ".npz"]
+    checkpoints = [p for p in found.quarantined if p.suffix == ".ckpt"]
+    print(f"{found.runs + len(runs)} stored runs in {store.root}: {found.runs} intact, {len(runs)} quarantined"
+          + (f"; {found.checkpoints + len(checkpoints)} checkpoints: {found.checkpoints} intact, {len(checkpoints)} "
+             f"quarantined" if found.checkpoints or checkpoints else "")
+          + (f" (moved to {store.root / QUARANTINE}; `repdyn reproduce` recomputes them)" if found.quarantined else ""))
+    for path in found.quarantined:
         print(f"quarantined {path}")
-    if quarantined:
+    for message in found.unmovable:
+        typer.echo(f"error: {message}", err=True)
+    if found.quarantined or found.unmovable:
         raise typer.Exit(1)
 
 

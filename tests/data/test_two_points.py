@@ -1,11 +1,17 @@
 import numpy as np
 import pytest
 
-from repdyn.data.two_points import two_point_data
+from repdyn.data.two_points import CODE_DX, CODE_DY, TEXT_DX, TEXT_DY, two_point_data
 
 
-def test_default_pair_matches_app_b1():
+def test_default_pair_is_the_authors_notebook_data():
+    """experiments/2_points.ipynb, default row of model_settings (dx² = 1, dy² = 0.5): inputs [−1, 0], targets
+    [0.6, 0.6 + √0.5]; App. B.1's text (dx = 0.5, dy = 1) as the variant."""
     x, y = two_point_data()
+    assert (CODE_DX, CODE_DY**2) == (1.0, pytest.approx(0.5))
+    assert x.squeeze().tolist() == [-1.0, 0.0]
+    assert y.squeeze().tolist() == pytest.approx([0.6, 0.6 + np.sqrt(0.5)], rel=1e-15)
+    x, y = two_point_data(TEXT_DX, TEXT_DY)
     assert x.squeeze().tolist() == [-1.0, -0.5]
     assert y.squeeze().tolist() == pytest.approx([0.6, 1.6])
 

@@ -148,6 +148,16 @@ def test_an_unmet_precondition_is_undecided_never_not_reproduced():
     assert nan.verdict == "undecided"
 
 
+def test_an_undecided_claim_still_judges_and_shows_its_control():
+    """The control does not depend on the claim's trained state: an unmet precondition leaves the claim undecided,
+    and the control's value and verdict are still reported (a smoke run that stops before the state still runs its
+    controls)."""
+    claim = spec(preconditions=(CONVERGED,), control=CONTROL)
+    result = evaluate("e", claim, [0.2, 0.3, 0.4], states={"residual": [0.5, 0.6, 0.7]}, control=[2.0, 2.1, 2.2])
+    assert result.verdict == "undecided" and result.control_verdict == "fails as it should"
+    assert result.control_value == 2.1
+
+
 def test_a_claim_declares_preconditions_or_why_none_not_both():
     with pytest.raises(ValueError, match="not both"):
         spec(preconditions=(CONVERGED,), no_precondition="closed form")

@@ -404,10 +404,14 @@ def test_alpha_scan_test_error_claims_are_the_closed_forms() -> None:
     results = {f"alpha={a:g}": {"t_star": np.array([10.0 / a, 11.0 / a]), "lambda_star": np.ones(2),
                                 "lambda_max": np.array([3.0, 5.0]) / (1 + a), "lambda0": np.array([1.0, 2.0]),
                                 "stopped": np.zeros(2, bool)} for a in cfg.alphas}
-    results["alpha=1e-08"]["test_error"] = feature
-    results["alpha=0.0001"]["test_error"] = 1.2 * feature
+    results["alpha=1e-08"].update(test_error=feature, fitted=np.array([0.9, 0.97]))
+    results["alpha=0.0001"].update(test_error=1.2 * feature, fitted=np.array([0.95, 0.85]))
     results[FROZEN] = {"test_error": lazy}
-    measured = exp.analyse(cfg, results).measured
+    analysis = exp.analyse(cfg, results)
+    measured = analysis.measured
+    # the preconditions' states: the least fitted fraction over the converged α ≤ 10⁻⁴, t* reached at every α
+    np.testing.assert_allclose(analysis.states["fitted_fraction"].values, [0.9, 0.85])
+    np.testing.assert_array_equal(analysis.states["t_star_reached"].values, [1.0, 1.0])
     np.testing.assert_allclose(measured["test_error_plateau"].values, 1.2)
     np.testing.assert_allclose(measured["plateau_below_lazy"].values, 1.0)
     control = exp.analyse(dataclasses.replace(cfg, lazy_in_place=True), results).measured
@@ -513,3 +517,23 @@ def test_amplification_extra_d_runs_adds_runs_without_rekeying_the_others(tmp_pa
     assert sorted(set(on.values()) - set(off.values())) == sorted(f"stripe d=10 p={p}" for p in
                                                                    (256, 411, 1024, 2048, 4640, 10000))
     assert all(label.startswith("stripe d=10 ") for key, label in on.items() if key not in off)
+
+
+def test_fitted_fraction_is_the_integrators_count_with_the_margin_tolerance() -> None:
+    """The end state of the preconditions: the integrator's own fitted fraction #{y F ≥ 1}/p at its last step, plus
+    the points the hinge's sliding mode holds within 10⁻³ below the margin (measured here: 1 and 1 more point in two
+    of three trials, none in the third)."""
+    from repdyn.experiments.compression.common import (
+        FIT_TOLERANCE,
+        fitted_fraction,
+        generator,
+        network_output,
+        train,
+    )
+
+    x, y, _, res = train("stripe", 2, 64, 3, 16, 1e-2, 1e-2, 1.0, 300, generator(0), "cpu", history=True)
+    margins = y.double() * 1e-2 * (network_output(res.net, x.double(), 1.0) - res.f0_train.double())
+    np.testing.assert_array_equal((margins >= 1).double().mean(-1).numpy(), res.history["fitted"][:, -1].numpy())
+    got = fitted_fraction(res, x, y, 1e-2, 1.0)
+    np.testing.assert_array_equal(got, (margins >= 1 - FIT_TOLERANCE).double().mean(-1).numpy())
+    np.testing.assert_array_equal(np.round(got * 64), [39, 22, 39])

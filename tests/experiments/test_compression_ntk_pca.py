@@ -104,3 +104,17 @@ def test_chunked_gram_fits_under_a_memory_cap_where_the_one_call_kernel_does_not
     call (as ntk_pca built it before: six factors, 0.36 GiB) it does not."""
     for mode, expected in (("chunked", "fits"), ("whole", "out of memory")):
         assert outcome_under_cap(tmp_path, NTK_CAP_SETUP, NTK_CAP_CALL, 300 * 2**20, mode) == expected
+
+
+def test_centred_shares_and_perron_alignment_on_a_constant_plus_label_kernel() -> None:
+    """K = 5·11ᵀ + yyᵀ with balanced ±1 labels: the uncentred mode 1 is the constant vector (|v₁·1|/√p = 1) and
+    carries none of the label, mode 2 all of it (omega1_top's pattern); centring (H K H = yyᵀ) puts it all on mode 1."""
+    from repdyn.experiments.compression.ntk_pca import centred_shares, perron_alignment
+    from repdyn.probes.kernel_pca import kernel_pca
+
+    y = torch.tensor([1.0, -1.0] * 20, dtype=torch.float64)
+    gram = 5.0 * torch.ones(40, 40, dtype=torch.float64) + torch.outer(y, y)
+    pca = kernel_pca(gram, y, 3)
+    np.testing.assert_allclose(pca.fractions.numpy(), [0.0, 1.0, 0.0], atol=1e-12)
+    assert perron_alignment(pca.eigenfunctions[:, 0].numpy()) == pytest.approx(1.0)
+    np.testing.assert_allclose(centred_shares(gram, y, 3), [1.0, 0.0, 0.0], atol=1e-12)

@@ -43,7 +43,8 @@ def test_execute_is_pure():
 
 
 def test_helpers():
-    assert readout_layer(20) == "layer9" and readout_layer(2) == "layer0" and readout_layer(4) == "layer1"
+    # the authors' hidden_layer (model_settings): 10 for 20 hidden layers, 5 for 10, 1 for 2, 0 for 1
+    assert [readout_layer(n) for n in (20, 10, 4, 2, 1)] == ["layer10", "layer5", "layer2", "layer1", "layer0"]
     t = np.arange(10.0)
     u = np.array([0, 0, 0, 0, 0, 0.01, 0.5, 1, 1, 1.0])
     assert plateau_fraction(t, u) == pytest.approx(6 / 9)
@@ -269,8 +270,9 @@ def test_random_features_measures_the_ks_distance_from_eq47_in_critical_values()
 
 @pytest.mark.parametrize("scale", ["quick", "paper"])
 def test_depth_control_and_init_scale_read_one_shared_ensemble_of_default_networks(scale, tmp_path):
-    """Route 2 of session 32: the three experiments train the same setting (Table 1's default row; init_scale's gain
-    1.0 has its learning rate), so the planner schedules one shared run (and one untrained control) for all three."""
+    """The three experiments train the same setting (Table 1's default row; init_scale's gain 1.0 has its learning
+    rate), so the planner schedules one shared run (and one untrained control) for all three at the paper scale. At
+    quick, depth and control read it at width 500 and init_scale at its width 64: one shared run per width."""
     from repdyn.experiments.effective_theory.common import INIT_SCALES
     from repdyn.experiments.effective_theory.init_scale import DEFAULT_GAIN
     from repdyn.runtime.reproduce import plan, tasks_for
@@ -280,7 +282,11 @@ def test_depth_control_and_init_scale_read_one_shared_ensemble_of_default_networ
     tasks = tasks_for(plan(names, scale=scale, out=tmp_path))
     shared = [t for t in tasks if t.shared]
     depth = next(e for e in EXPERIMENTS if e.name == "effective_theory.depth").config(scale)
-    assert len(shared) == 2 and {t.params["steps"] for t in shared} == {0, depth.steps}
+    init = next(e for e in EXPERIMENTS if e.name == "effective_theory.init_scale").config(scale)
+    widths = {depth.width, init.width}
+    assert (depth.width == 500) and (init.width == (64 if scale == "quick" else 500))
+    assert len(shared) == 2 * len(widths) and {t.params["steps"] for t in shared} == {0, depth.steps}
+    assert {t.params["width"] for t in shared} == widths
     assert all(t.params["networks"] == depth.trials for t in shared)  # the largest reader: depth analyses all
     assert sorted(t.label for t in tasks if not t.shared) == ["gains", "gains"]  # init_scale's other gains
     with pytest.raises(ConfigError, match="trials = 4 > networks = 3"):
@@ -298,7 +304,7 @@ def test_init_scale_puts_the_shared_gain_one_networks_in_their_place():
     T, depth = 4, config.depth
     own = {"steps": np.arange(T), "u": np.arange(4.0)[None, :, None] + np.zeros((T, 4, 1)),
            **{k: np.tile(np.arange(4.0), (T, 1)) for k in ("v", "w", "loss", "ybar")}, "lrs": np.arange(4.0)}
-    layer = (depth + 1) // 2 - 1
+    layer = depth // 2  # the read-out layer (the authors' hidden_layer)
     u_shared = np.zeros((T, 3, depth))
     u_shared[:, :, layer] = 10 + np.arange(3.0)
     shared = {"steps": np.arange(T), "u": u_shared, "lrs": 10 + np.arange(3.0),

@@ -276,13 +276,15 @@ def test_controls_that_only_judge_differently_read_the_claims_runs():
 
 
 def test_sample_size_sweep_adds_one_run_per_size_and_metrics_rows_only():
-    """Fig. D.3 (paper scale only): one more run per n_tr, keyed apart from the main run (d3_sweep is analysis-only,
-    so the main run's key does not depend on it), reported as metrics rows (two models × seeds per size)."""
+    """Fig. D.3 (full and paper scales): one more run per n_tr, keyed apart from the main run (d3_sweep is
+    analysis-only, so the main run's key does not depend on it), reported as metrics rows (two models × seeds per
+    size)."""
     from repdyn.experiments.config import run_dict
     from repdyn.experiments.elastic_sde import geomnist as module
 
     geo = _by_name("elastic_sde.geomnist")
-    assert not geo.config("quick").d3_sweep and geo.config("paper").d3_sweep
+    assert not geo.config("quick").d3_sweep
+    assert geo.config("full").d3_sweep and geo.config("paper").d3_sweep
     assert module.D3_SIZES == (80, 480, 600, 4800)
     config = dataclasses.replace(geo.config("smoke"), d3_sweep=True, steps=400)   # T > Fig. D.3's ω = 151
     assert run_dict(config) == run_dict(dataclasses.replace(config, d3_sweep=False))
@@ -300,3 +302,45 @@ def test_sample_size_sweep_adds_one_run_per_size_and_metrics_rows_only():
     assert all(0.0 <= r["frac_alpha_gt_beta"] <= 1.0 for r in rows)
     assert "figD3_sample_size" in analysis.figures and "figD3_sample_size" not in geo.analyse(
         dataclasses.replace(config, d3_sweep=False), {"replicates": results["replicates"]}).figures
+
+
+def test_equal_gap_settings_agree_draw_by_draw_and_equal_sums_do_not():
+    """S-F: with the same draws, α − β = 0.2 at α + 2β = −0.1, 0.05, 0.2 gives the same separability verdict on
+    every draw (a common translation), at times where separation is partial; the mirrored family (α + 2β = −0.1,
+    α − β = 0.2, 0.15, 0.25) does not (the control)."""
+    from repdyn.experiments.elastic_sde import synthetic as module
+
+    config = dataclasses.replace(_by_name("elastic_sde.synthetic").config("smoke"), sf_draws=30)
+    agree, freq = module._equal_gap(config, np.random.default_rng(5))
+    assert agree == 1.0 and freq.shape == (3, 3)
+    assert np.all(freq == freq[:, :1]) and 0.1 < freq[1, 0] < 0.9            # partial at t = 35
+    mirrored, freq_m = module._equal_gap(dataclasses.replace(config, mirrored=True), np.random.default_rng(5))
+    assert mirrored < 0.9 and not np.all(freq_m == freq_m[:, :1])
+    assert [a - b for a, b in module.SF_EQUAL_GAP] == pytest.approx([0.2] * 3)
+    assert [a + 2 * b for a, b in module.SF_EQUAL_SUM] == pytest.approx([-0.1] * 3)
+
+
+def test_fig1_nu_is_the_authors_pair_by_default_and_the_heuristic_pair_overlaps_least():
+    """Fig. 1: the authors' notebook projects on ν = X̄^0 − X̄^1 averaged over the last 2 iterations (the default);
+    the text's heuristic choice (least end overlap of the three pairs) can only overlap less at the end."""
+    from repdyn.experiments.elastic_sde.geomnist import _bands_overlap_left
+
+    config = _by_name("elastic_sde.geomnist").config("quick")
+    assert (config.fig1_pair, config.fig1_nu_last) == ("0-1", 2)
+    T = 2000
+    t = np.arange(T)
+    bands = _bands(T, 4 / (1 + np.exp(-(t - 800) / 200)), np.random.default_rng(3))
+    code = _bands_overlap_left(*bands, pair="0-1", nu_last=2)
+    heuristic = _bands_overlap_left(*bands, pair="heuristic", nu_last=2)
+    assert code["pair"] == (0, 1) and heuristic["end"] <= code["end"]
+    assert code["pairwise_end"] == heuristic["pairwise_end"]
+
+
+def test_terminal_train_loss_is_the_mean_over_the_last_5_percent():
+    from repdyn.experiments.elastic_sde.common import terminal_train_loss
+
+    loss = np.ones((4, 200))
+    loss[:, -10:] = 0.002
+    assert terminal_train_loss(loss) == pytest.approx(0.002)
+    loss[0, -1] = 0.202
+    assert terminal_train_loss(loss) == pytest.approx(0.002 + 0.2 / 40)

@@ -106,6 +106,7 @@ def test_lightning_callback_records_all_of_training_into_the_log_dir(kind, tmp_p
     with open(next(__import__("pathlib").Path(trainer.log_dir).glob("metrics.csv"))) as handle:
         rows = [r for r in csv.DictReader(handle) if r.get("repdyn/probe_accuracy")]
     assert [int(r["step"]) for r in rows] == recording.steps.tolist()  # the trainer's logger got every recording
+    assert np.isfinite(recording["loss"][:-1]).all()  # training_step's loss at every recorded step but the end
     _report("lightning", kind, callback.path, tmp_path / "report")
 
 
@@ -183,10 +184,99 @@ def test_hf_callback_records_all_of_training_of_a_pretrained_model(kind, tmp_pat
         assert torch.equal(a, b), name
     recording = load_recording(callback.path)
     # the run's log directory: args.logging_dir (transformers 4) or args.output_dir (5)
-    assert callback.path.name == "run.npz" and (tmp_path / "watched") in callback.path.parents
+    assert callback.path.stem.startswith("tinymodel-") and (tmp_path / "watched") in callback.path.parents
+    assert np.isfinite(recording["loss"][:-1]).all()  # the model output's loss at every recorded step but the end
     assert recording.steps[0] == 0 and recording.steps[-1] == TOTAL and recording.meta["coverage"] == 1.0
     assert recording.meta["model"] == "TinyModel" and recording["ntk"].shape[1:] == (8, 8)
     _report("hf", kind, callback.path, tmp_path / "report")
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning:pytorch_lightning")
+@pytest.mark.filterwarnings("ignore::UserWarning:lightning")
+@pytest.mark.filterwarnings("ignore:`isinstance.treespec, LeafSpec.` is deprecated")
+def test_lightning_callback_with_no_arguments(tmp_path):
+    _lightning()
+    from repdyn.monitor.integrations import lightning_callback
+
+    script = make("mlp")
+    callback = lightning_callback()
+    trainer = _fit_lightning(script, tmp_path, callback)
+    recording = load_recording(callback.path)
+    assert recording.meta["layers"] == ["net.1", "net.3"]  # the ReLUs of the LightningModule's Sequential
+    assert np.bincount(recording["labels"]).tolist() == [8, 8, 8, 8]  # drawn from the training DataLoader
+    assert recording.steps[0] == 0 and recording.steps[-1] == TOTAL and recording.meta["coverage"] == 1.0
+    assert np.isfinite(recording["loss"][:-1]).all()
+    assert callback.path.stem.startswith("lit-") and callback.path.parent.parent == __import__("pathlib").Path(
+        trainer.log_dir)
+
+
+def test_hf_callback_with_no_arguments_logs_to_report_to(tmp_path):
+    _Hf.classes()
+    pytest.importorskip("tensorboard", reason="the tensorboard extra is missing: pip install 'repdyn[tensorboard]'")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from transformers import Trainer, TrainingArguments
+
+    from repdyn.monitor.integrations import hf_callback
+
+    config_class, model_class = _Hf.classes()
+    torch.manual_seed(0)
+    model = model_class(config_class(kind="mlp"))
+    script = make("mlp")
+    data = [{"inputs": script.x[i], "labels": script.y[i]} for i in range(len(script.y))]
+    args = TrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=32, num_train_epochs=EPOCHS,
+                             report_to=["tensorboard"], save_strategy="no",
+                             use_cpu=True, seed=0, disable_tqdm=True, dataloader_num_workers=0,
+                             logging_strategy="no")
+    callback = hf_callback()
+    Trainer(model=model, args=args, train_dataset=data, callbacks=[callback]).train()
+    recording = load_recording(callback.path)
+    assert recording.meta["layers"] == ["net.1", "net.3"]
+    assert np.bincount(recording["labels"]).tolist() == [8, 8, 8, 8]
+    assert recording.steps[-1] == TOTAL and np.isfinite(recording["loss"][:-1]).all()
+    events = list(tmp_path.rglob("events.out.tfevents.*"))
+    tags = set()
+    for path in events:
+        accumulator = EventAccumulator(str(path))
+        accumulator.Reload()
+        tags |= set(accumulator.Tags()["scalars"])
+    assert "repdyn/probe_accuracy" in tags and "repdyn/nc1/net.3" in tags  # through report_to's TensorBoard
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::UserWarning:pytorch_lightning")
+@pytest.mark.filterwarnings("ignore::UserWarning:lightning")
+@pytest.mark.filterwarnings("ignore:`isinstance.treespec, LeafSpec.` is deprecated")
+def test_watch_in_one_line_under_lightning_and_the_hf_trainer(tmp_path):
+    import repdyn
+
+    _lightning()
+    _Hf.classes()
+    script = make("mlp")
+    from torch.utils.data import TensorDataset
+
+    watched = repdyn.watch(script.model, TensorDataset(script.x, script.y), total_steps=TOTAL,
+                           save_dir=tmp_path / "lightning", loss_kind="cross_entropy", name="lightning")
+    _fit_lightning(script, tmp_path, None)  # the Trainer, unchanged
+    lightning = load_recording(watched.path)
+    assert lightning.meta["layers"] == ["1", "3"] and lightning.steps[-1] == TOTAL
+
+    config_class, model_class = _Hf.classes()
+    torch.manual_seed(0)
+    model = model_class(config_class(kind="mlp"))
+    data = [{"inputs": script.x[i], "labels": script.y[i]} for i in range(len(script.y))]
+    watched = repdyn.watch(model, data, total_steps=TOTAL, save_dir=tmp_path / "hf", loss_kind="cross_entropy",
+                           name="hf")
+    from transformers import Trainer, TrainingArguments
+
+    args = TrainingArguments(output_dir=str(tmp_path / "out"), per_device_train_batch_size=32,
+                             num_train_epochs=EPOCHS, report_to=[], save_strategy="no", use_cpu=True, seed=0,
+                             disable_tqdm=True, dataloader_num_workers=0, logging_strategy="no")
+    Trainer(model=model, args=args, train_dataset=data).train()
+    hf = load_recording(watched.path)
+    assert hf.meta["layers"] == ["net.1", "net.3"] and hf.steps[-1] == TOTAL
+    assert np.isfinite(hf["loss"][:-1]).all()  # output.loss, kept at every recorded step but the end
+    sweep = repdyn.analyze([watched.path, tmp_path / "lightning" / "monitor" / "lightning.npz"])
+    assert set(sweep.frame["run"]) == {"hf", "lightning"} and set(sweep.summary["run"]) == {"hf", "lightning"}
 
 
 def test_scalars_reach_tensorboard_event_files(tmp_path):

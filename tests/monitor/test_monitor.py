@@ -174,7 +174,7 @@ def test_recorded_numbers_match_independent_computations():
 def test_recording_round_trip_through_the_store(tmp_path):
     _, monitor = _train(True, steps=6)
     path = monitor.save(tmp_path)
-    assert path == tmp_path / "monitor" / "run.npz"
+    assert path == tmp_path / "monitor" / f"{monitor.name}.npz" and monitor.name.startswith("sequential-")
     loaded = load_recording(path)
     original = monitor.recording()
     assert loaded.meta == original.meta

@@ -24,17 +24,19 @@ def test_analyze_writes_the_report_of_a_stored_recording(tmp_path):
         monitor.step(step)
         with torch.no_grad():
             model[2].weight.mul_(1.5)
-    path = monitor.save(tmp_path / "store")
+    with pytest.warns(IncompleteRecordingWarning, match="total_steps was not given, so the trained model is taken "
+                                                         "to be step 3"):
+        path = monitor.save(tmp_path / "store")
     result = CliRunner().invoke(app, ["analyze", str(path)])
     assert result.exit_code == 0, result.output
-    index = tmp_path / "store" / "monitor" / "run-report" / "index.html"
+    index = tmp_path / "store" / "monitor" / f"{path.stem}-report" / "index.html"
     assert str(index.resolve()) in result.output
     html = index.read_text()
     assert ENVIRONMENT.get_template("_style.html").render() in html  # the experiments' stylesheet, shared
     assert 'id="elasticity"' in html and 'id="representations"' in html and 'id="two_point"' not in html
     tables = json.loads((index.parent / "tables.json").read_text())
     rows = tables["representations"]["per step"]
-    assert [r["step"] for r in rows] == [0, 1, 2]
+    assert [r["step"] for r in rows] == [0, 1, 2, 3]  # the trained model, recorded by save()
     assert rows[0]["effective rank [1]"] == monitor.recording()["effective_rank"][0, 0]
 
 
@@ -142,7 +144,38 @@ def test_analyze_overlays_several_runs_in_one_report(tmp_path):
     index = tmp_path / "sweep" / "monitor" / "monitor-comparison-report" / "index.html"
     html = index.read_text()
     assert 'id="comparison"' in html and 'id="run1-ntk"' in html and 'id="run2-ntk"' in html
+    comparison = html.split('id="comparison"')[1].split("</section>")[0]
+    assert "<details open><summary>table: runs (2 rows)" in comparison and "<th>regime</th>" in comparison
+    assert html.count("<details open") == 1  # every other table folded
     tables = json.loads((index.parent / "tables.json").read_text())
     assert set(tables) == {"lr0.01", "lr0.1"}
     steps = (index.parent / "steps.csv").read_text().splitlines()
     assert steps[0].endswith(",run") and len(steps) == 1 + 2 * 5
+
+
+def test_step_axes_start_at_zero_and_keep_the_last_point_inside():
+    from repdyn.monitor.analysis import _figure, _png, _step_axis
+
+    fig, (ax,) = _figure(1)
+    ax.plot([0, 1, 10, 250], [1.0, 2.0, 3.0, 4.0], "o-")
+    _step_axis(ax)
+    assert _png(fig)[:4] == b"\x89PNG"
+    low, high = ax.get_xlim()
+    assert low == -0.3 and high == pytest.approx(1.4 * 250)  # no tick at −10¹; the last marker inside
+    assert all(t >= -0.3 for t in ax.get_xticks() if low <= t <= high)
+
+
+def test_the_report_is_short_one_reading_per_section_and_tables_folded(tmp_path):
+    monitor = _cross_entropy_run(tmp_path)
+    path = monitor.save(tmp_path / "store")
+    html = write_monitor_report(path, tmp_path / "report").read_text()
+    assert "<details open" not in html and "<details><summary>table: per step" in html
+    analysis = repdyn.analyze(path)
+    for section in analysis.sections:
+        body = html.split(f'id="{section.key}"')[1].split("</section>")[0]
+        shown = body.split('<details class="more">')[0]
+        expected = [v for i, v in enumerate(section.verdicts) if i == 0 or v[0] == "warn"]
+        assert shown.count("<li class=") == len(expected), section.key
+    # the two-point theory, inapplicable under cross-entropy, is left out quietly: one line, no warning
+    assert not any("two-point" in text for _, level, text in analysis.verdicts if level == "warn")
+    assert html.count('data-measure="two_point"') == 1

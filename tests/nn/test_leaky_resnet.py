@@ -209,3 +209,62 @@ def test_an_interrupted_fit_resumes_from_its_checkpoint_bit_identical(tmp_path, 
     assert resumed.rho.numpy().tobytes() == reference.rho.numpy().tobytes()
     for name, values in expected.items():
         assert history[name].tobytes() == values.tobytes(), name
+
+
+def test_median_stationarity_from_the_gradient_is_the_theorys_residual():
+    from repdyn.nn.leaky_resnet import median_stationarity
+
+    model, (x, y) = _model(), _data()
+    fit(model, x, y, 0.01, TrainingPlan(adam_steps=30, adam_lr=1e-2, gd_steps=0, gd_lr=1e-3))
+    _, _, grad, _ = objective_gradient(model, model.input_representation(x), y.T, 0.01)
+    found = median_stationarity(model, grad, 0.01)
+    for k in range(model.members):
+        reps, momenta = model.momenta(x, y, 0.01, k)
+        expected = lr.stationarity_residual(model.weight[k].detach(), reps, momenta, float(model.ltilde[k])).median()
+        torch.testing.assert_close(found[k], expected, rtol=1e-10, atol=0)
+
+
+def test_lbfgs_finish_lowers_the_residual_and_stops_at_its_tolerance():
+    from repdyn.nn.leaky_resnet import lbfgs_finish
+
+    model, (x, y) = _model(), _data()
+    fit(model, x, y, 0.01, TrainingPlan(adam_steps=50, adam_lr=1e-2, gd_steps=0, gd_lr=1e-3))
+    record = lbfgs_finish(model, x, y, 0.01, iterations=3000, tolerance=1.0)
+    assert (record["residual"][:, 0] > 1.5).all()  # 1.87 and 5.89 after the Adam steps
+    assert (record["residual"][:, 1] <= 1.0).all() and (record["iterations"] < 3000).all()
+    assert (record["objective"][:, 1] < record["objective"][:, 0]).all()
+    for k in range(model.members):  # the model holds the finished weights
+        reps, momenta = model.momenta(x, y, 0.01, k)
+        assert float(lr.stationarity_residual(model.weight[k].detach(), reps, momenta,
+                                              float(model.ltilde[k])).median()) <= 1.0
+
+
+@pytest.mark.parametrize("stop_at", [20, 50])  # inside the first member's finish, inside the second's
+def test_an_interrupted_lbfgs_finish_resumes_from_its_checkpoint_bit_identical(tmp_path, stop_at):
+    from repdyn.nn.checkpoint import Checkpointer, checkpointing
+    from repdyn.nn.leaky_resnet import lbfgs_finish
+    from repdyn.nn.progress import reporting
+
+    x, y = _data()
+    plan = TrainingPlan(adam_steps=20, adam_lr=1e-2, gd_steps=0, gd_lr=1e-3)
+    reference = _model()
+    fit(reference, x, y, 0.01, plan)
+    start = reference.weight.detach().clone()
+    expected = lbfgs_finish(reference, x, y, 0.01, iterations=40)
+    path = tmp_path / "run.ckpt"
+
+    def fresh():
+        model = _model()
+        with torch.no_grad():
+            model.weight.copy_(start)
+        return model
+
+    with checkpointing(Checkpointer(path, every=0.0)), reporting(kill_at(stop_at)), pytest.raises(Killed):
+        lbfgs_finish(fresh(), x, y, 0.01, iterations=40)
+    resumed, seen = fresh(), []
+    with checkpointing(Checkpointer(path, every=0.0)), reporting(lambda step, total, loss: seen.append(step)):
+        record = lbfgs_finish(resumed, x, y, 0.01, iterations=40)
+    assert seen[0] == stop_at  # went on from the last checkpoint
+    assert resumed.weight.detach().numpy().tobytes() == reference.weight.detach().numpy().tobytes()
+    for name, values in expected.items():
+        assert record[name].tobytes() == values.tobytes(), name

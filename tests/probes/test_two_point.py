@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from repdyn.data.two_points import two_point_data
+from repdyn.data.two_points import TEXT_DX, TEXT_DY, two_point_data
 from repdyn.nn import MLP, Ensemble
 from repdyn.probes.two_point import TwoPointState, measure_two_point, pair_statistics
 from repdyn.theory import effective_theory as et
@@ -22,8 +22,9 @@ def test_pair_statistics_by_hand():
 
 
 def test_measured_network_satisfies_scalar_constraint_and_loss_identity():
-    """w = v − sign·sqrt(vY) for scalar outputs and Eq. 9 = the real two-point loss (spec 000 §2.1, §2.5)."""
-    x, y = two_point_data()
+    """w = v − sign·sqrt(vY) for scalar outputs and Eq. 9 = the real two-point loss (spec 000 §2.1, §2.5); at App.
+    B.1's data (Y = 1, target mean 1.1)."""
+    x, y = two_point_data(TEXT_DX, TEXT_DY)
     factory = functools.partial(MLP, 1, 16, 4, 1, dtype=torch.float64)
     ens = Ensemble(factory, seeds=[0, 1, 2], gains=[1.0, 1.5, 2.0])
     s = measure_two_point(ens, x, y, ["layer1", "output"])
@@ -42,7 +43,7 @@ def test_measured_network_satisfies_scalar_constraint_and_loss_identity():
 def test_single_module_and_homogeneity_at_init():
     """Zero biases and leaky ReLU: h(x_2) = (x_2/x_1) h(x_1) at init (spec 000 §3.2), so u = (dx/|x_1|)²‖h(x_1)‖²."""
     model = MLP(1, 8, 3, 1, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-    x, y = two_point_data()
+    x, y = two_point_data(TEXT_DX, TEXT_DY)  # x = −1, −0.5: u = 0.25 ‖h(x_1)‖²
     s = measure_two_point(model, x, y, ["layer2"])
     hidden = {}
     model.layer2.register_forward_hook(lambda _m, _i, out: hidden.__setitem__("h", out))

@@ -18,6 +18,8 @@ from repdyn.experiments.config import param
 class RecordedConfig:
     seeds: int = param(8, ge=1, help="independent least-squares problems, one run each")
     steps: int = param(400, ge=0, help="GD steps")
+    warn: bool = param(False, help="each run and the analysis raise a numpy warning (to test that they are "
+                                   "collected into the report, not printed)")
 
 
 def descend(seed: int, steps: int) -> tuple[float, float]:
@@ -58,10 +60,14 @@ class Recorded(Experiment):
 
     def execute(self, config: RecordedConfig, run: RunSpec, seed: int, device: str) -> dict:
         ratio, gradient = descend(seed, config.steps)
+        if config.warn:
+            np.nanmedian([np.nan])
         return {"ratio": ratio, "gradient_norm": gradient}
 
     def analyse(self, config: RecordedConfig, results: dict) -> Analysis:
         ratios = [r["ratio"] for r in results.values()]
+        if config.warn:
+            np.float64(0.0) / np.float64(0.0)
         measured = {"fits": Measured(ratios)}
         if len(ratios) >= 8:
             measured["eight_seeds"] = Measured(ratios)

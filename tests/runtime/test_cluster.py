@@ -80,12 +80,12 @@ def test_worker_without_the_shared_store_sends_its_result_back(tmp_path, monkeyp
     plan_ = plan([EXPERIMENT], overrides={"runs": str(RUNS)}, out=tmp_path / "client")
     store, identity = ResultStore(plan_.out / "runs"), store_id(plan_.out / "runs")
     assert store_id(plan_.out / "runs") == identity
-    for task in tasks_for(plan_, jobs=2):
+    for task in tasks_for(plan_):
         status, data, _ = run_on_worker(task, "another-file-system")
         assert status == "ok" and data is not None and not store.has(task.experiment, task.key)
         store.write_bytes(task.experiment, task.key, data)
     assert_bit_identical(stored_by_label(plan_.out), local_reference)
-    task = tasks_for(plan_, jobs=2)[0]
+    task = tasks_for(plan_)[0]
     assert run_on_worker(task, identity) == ("cached", None, "")
 
 
@@ -93,7 +93,7 @@ def test_failed_run_comes_back_as_a_failure_naming_its_error(tmp_path):
     """A run that raises is reported to the client (which raises TaskFailed) instead of being retried by Dask."""
     plan_ = plan([EXPERIMENT], overrides={"kill_marker": str(tmp_path / "no-such-folder" / "marker")},
                  out=tmp_path / "out")
-    victim = next(task for task in tasks_for(plan_, jobs=2) if task.label == "run=1")
+    victim = next(task for task in tasks_for(plan_) if task.label == "run=1")
     status, data, detail = run_on_worker(victim, store_id(plan_.out / "runs"))
     assert (status, data) == ("failed", None) and detail.startswith("FileNotFoundError:") and "no-such-folder" in detail
     assert not ResultStore(plan_.out / "runs").has(victim.experiment, victim.key)
@@ -102,7 +102,7 @@ def test_failed_run_comes_back_as_a_failure_naming_its_error(tmp_path):
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks a worker without CUDA")
 def test_cuda_run_on_a_worker_without_cuda_names_the_worker(tmp_path):
     plan_ = plan([EXPERIMENT], out=tmp_path / "out")
-    task = replace(tasks_for(plan_, jobs=2)[0], device="cuda")
+    task = replace(tasks_for(plan_)[0], device="cuda")
     status, data, detail = run_on_worker(task, store_id(plan_.out / "runs"))
     assert (status, data) == ("failed", None) and "has no CUDA device" in detail
 

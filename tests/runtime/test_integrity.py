@@ -17,7 +17,7 @@ from test_reproduce import FIXTURE, repdyn, stored  # tests/runtime is on sys.pa
 
 from repdyn.experiments.config import ConfigError
 from repdyn.runtime.reproduce import analyse, execute, plan, tasks_for
-from repdyn.runtime.store import QUARANTINE, CorruptRun, ResultStore
+from repdyn.runtime.store import QUARANTINE, CorruptRun, ResultStore, Verification
 from repdyn.runtime.tasks import TaskFailed
 
 LRS = "lrs=0.1,0.2,0.3,0.4"
@@ -143,7 +143,7 @@ def test_two_reproductions_on_one_folder_compute_each_run_once_and_agree(tmp_pat
     assert {(c["experiment"], c["id"], c["verdict"]) for c in report["claims"]} == {
         (c["experiment"], c["id"], c["verdict"]) for c in first["claims"]}
     assert len(list((out / "runs").glob("fixture.*/*.npz"))) == 6 and not list((out / "runs").glob("*/.tmp-*"))
-    assert ResultStore(out / "runs").verify() == (6, [])
+    assert ResultStore(out / "runs", keyed=True).verify() == Verification(runs=6)
 
 
 def test_a_full_disk_leaves_no_partial_run_and_names_the_folder(tmp_path, monkeypatch):

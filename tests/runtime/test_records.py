@@ -87,3 +87,14 @@ def test_a_record_needs_a_full_scale_reproduction(tmp_path, cli_env):
     made = repdyn("record", str(tmp_path / "o"), "--to", str(tmp_path / "r"), env=cli_env)
     assert made.returncode == 2 and "a record is made from a full-scale reproduction, this one is quick" in made.stderr
     assert not (tmp_path / "r").exists()
+
+
+def test_warnings_of_runs_and_analyses_go_into_the_report_not_the_terminal(tmp_path, cli_env):
+    done = repdyn("run", "fixture_recorded.fit", "--set", "warn=true", "--out", str(tmp_path / "o"),
+                  "--progress-every", "0.001", env=cli_env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Warning" not in done.stderr and "Warning" not in done.stdout
+    assert "fixture_recorded.fit seed=2 (seed " in done.stderr  # progress names the run fully
+    html = (tmp_path / "o" / "index.html").read_text()
+    assert "run seed=0: RuntimeWarning: All-NaN slice encountered" in html
+    assert "analysis: RuntimeWarning: invalid value encountered in scalar divide" in html

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -48,7 +49,7 @@ def test_run_writes_report_claims_and_metrics(tmp_path, cli_env):
     (["run", FIXTURE, "--set", "n=many"], "n='many' is not a valid int"),
     (["run", FIXTURE, "--set", "n=0"], "n=0 is out of range: must be >= 2"),
     (["run", FIXTURE, "--set", "lrs=0.1,-1"], "lrs=-1.0 is out of range: must be > 0"),
-    (["run", FIXTURE, "--scale", "quik"], "unknown scale 'quik': choose one of smoke, quick, paper"),
+    (["run", FIXTURE, "--scale", "quik"], "unknown scale 'quik': choose one of smoke, quick, full, paper"),
     (["reproduce", "--only", "nonsense"], "unknown experiment 'nonsense'"),
     (["run", FIXTURE, "--device", "tpu"], "unknown device 'tpu': choose cpu or cuda"),
     (["report", "missing-folder"], "no manifest.json here"),
@@ -129,7 +130,8 @@ def test_list_shows_claims_and_sources(cli_env):
     fixture = next(e for e in json.loads(done.stdout) if e["name"] == FIXTURE)
     assert fixture["claims"][0] == {"id": "converges", "statement": "GD reaches the least-squares solution",
                                     "source": "closed form (normal equations)", "expected": "≤ 1e-06", "quote": "",
-                                    "band_reason": "", "recorded": "reproduced"}
+                                    "band_reason": "", "recorded": "reproduced", "preconditions": [],
+                                    "no_precondition": None, "null_effect": None, "full_only": None}
     fits = next(e for e in json.loads(done.stdout) if e["name"] == "fixture.fits")
     assert fits["claims"][0]["quote"] == "gradient descent"
     assert "“gradient descent”" in repdyn("list", env=cli_env).stdout
@@ -243,7 +245,7 @@ def test_the_work_a_finished_run_unblocks_goes_ahead_of_the_runs_waiting(tmp_pat
 
     plan_ = plan(["fixture.tanh_regression"], scale="smoke", out=tmp_path, overrides={"runs": "4", "delay": "0.4"})
     finished, follow_up_ran = [], []
-    run_local(tasks_for(plan_, jobs=2), 2, lambda task, status: finished.append(status),
+    run_local(tasks_for(plan_), 2, lambda task, status: finished.append(status),
               then=lambda task, status: [functools.partial(time.time)] if len(finished) == 1 else [],
               on_result=follow_up_ran.append)
     assert finished == ["ok"] * 4 and len(follow_up_ran) == 1
@@ -261,11 +263,11 @@ def test_off_a_terminal_runs_write_progress_lines_into_the_log(tmp_path, cli_env
     assert done.returncode == 0
     lines = log.read_text().splitlines()
     assert "3 of 3 runs to compute (0 stored)" in lines[0]
-    assert lines[1].endswith("start fixture.tanh_regression run=0")
-    inside = [line for line in lines if "fixture.tanh_regression run=0: step " in line]
+    assert re.search(r"start fixture.tanh_regression run=0 \(seed \d+\)$", lines[1])  # the run named fully
+    inside = [line for line in lines if re.search(r"fixture.tanh_regression run=0 \(seed \d+\): step ", line)]
     assert inside and all("/3000, loss " in line and "steps/s, ETA " in line for line in inside)
     assert any(int(line.split("step ")[1].split("/")[0]) < 3000 for line in inside)  # written during the run
-    assert any("end fixture.tanh_regression run=0: ok in " in line for line in lines)
+    assert any(re.search(r"end fixture.tanh_regression run=0 \(seed \d+\): ok in ", line) for line in lines)
     quiet = subprocess.run([sys.executable, "-m", "repdyn", "run", "fixture.tanh_regression", "--set", "runs=1",
                             "--quiet", "--force", "--out", str(tmp_path / "out")], env=cli_env, capture_output=True,
                            text=True, timeout=600)

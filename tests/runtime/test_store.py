@@ -1,7 +1,9 @@
+import os
+
 import numpy as np
 import pytest
 
-from repdyn.runtime.store import CorruptRun, ResultStore, content_checksum, derive_seed, run_key
+from repdyn.runtime.store import CorruptRun, ResultStore, content_checksum, derive_seed, key_inputs, key_of, run_key
 
 
 def test_write_read_round_trip_keeps_arrays_and_scalars(tmp_path):
@@ -80,3 +82,21 @@ def test_cleaning_spares_the_temporary_file_of_a_writer_at_work(tmp_path):
     with store.lock("e", "busykey"):
         assert store.clean_temporaries() == 1
     assert busy.exists() and not stale.exists()
+
+
+def test_a_keyed_store_holds_runs_whose_key_inputs_hash_to_their_key(tmp_path):
+    store = ResultStore(tmp_path, keyed=True)
+    inputs = key_inputs("e", {"n": 3}, "run=0", {"i": 0}, 7, "cpu")
+    key = key_of(inputs)
+    assert key == run_key("e", {"n": 3}, "run=0", {"i": 0}, 7, "cpu")
+    store.write("e", key, {"a": np.arange(3.0)}, {"status": "ok", "key": inputs})
+    assert store.read("e", key).meta["key"] == inputs
+    with pytest.raises(ValueError, match="do not hash to its key"):
+        store.write("e", "0" * 24, {"a": np.arange(3.0)}, {"status": "ok", "key": inputs})
+    ResultStore(tmp_path).write("e", "1" * 24, {"a": np.arange(3.0)}, {"status": "ok"})  # no key inputs
+    with pytest.raises(CorruptRun, match="does not record the inputs of its key"):
+        store.read("e", "1" * 24)
+    (tmp_path / "f").mkdir()
+    os.replace(store.path("e", key), store.path("f", key))  # the right key in another experiment's folder
+    with pytest.raises(CorruptRun, match="stored under another run's key"):
+        store.read("f", key)

@@ -138,10 +138,6 @@ def evaluate(experiment: str, spec: ClaimSpec, measured: Measured | float | bool
                            note=note)
     found, verdict = _judge(spec, measured.values)
     notes = [measured.note] if measured.note else []
-    unmet = _unmet(checks)
-    if unmet:
-        return ClaimResult(**common, values=measured.values, estimate=found.estimate, ci_low=found.low,
-                           ci_high=found.high, verdict=UNDECIDED, note="; ".join([unmet, *notes]))
     if verdict == INCONCLUSIVE and not spec.exact and len(measured.values) < MIN_SEEDS:
         notes.append(f"{len(measured.values)} seed(s): a verdict needs at least {MIN_SEEDS}")
     control_fields: dict = {}
@@ -168,6 +164,10 @@ def evaluate(experiment: str, spec: ClaimSpec, measured: Measured | float | bool
                     verdict = INCONCLUSIVE
                     notes.append("the control's interval straddles the expectation: it cannot yet tell this "
                                  "result from the control's")
+    unmet = _unmet(checks)  # the control is still judged and shown: it does not depend on the claim's state
+    if unmet:
+        return ClaimResult(**common, values=measured.values, estimate=found.estimate, ci_low=found.low,
+                           ci_high=found.high, verdict=UNDECIDED, note="; ".join([unmet, *notes]), **control_fields)
     return ClaimResult(**common, values=measured.values, estimate=found.estimate, ci_low=found.low,
                        ci_high=found.high, verdict=verdict, note="; ".join(notes), **control_fields)
 

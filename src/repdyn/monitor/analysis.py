@@ -56,6 +56,9 @@ included."""
 
 THRESHOLDS = {
     "nc1_collapsed": 1.0,
+    "nc1_drop": 0.5,
+    "regime_lazy": 0.1,
+    "regime_rich": 1.0,
     "alignment_change": 0.05,
     "ntk_lazy": 0.1,
     "ntk_rich": 1.0,
@@ -67,6 +70,16 @@ THRESHOLDS = {
 
 - nc1_collapsed: NC1 = Tr(Σ_W Σ_B⁺)/C below 1 means the within-class spread is smaller than the separation of
   the class means; neural collapse (spec 004 §2.8, seed 004 §4) is NC1 → 0.
+- nc1_drop: neural collapse is read only where NC1 also fell to at most this fraction of its first recorded
+  value (at least halved, the factor 2 of rank_collapse and eq10_factor): a layer whose classes are already
+  tighter than their separation at initialisation (NC1 < 1) and barely change (0.988 → 0.979 in a lazy run) has
+  not collapsed through training.
+- regime_lazy / regime_rich: the headline regime of a run reads three relative changes over training, each below
+  regime_lazy as lazy and above regime_rich as rich: the NTK's ‖K_T − K_0‖/‖K_0‖ (the ntk thresholds below), the
+  weights' ‖θ_T − θ₀‖/‖θ₀‖ (lazy training, Chizat, Oyallon & Bach 2019: the model stays at its linearisation
+  around θ₀ when the weights move little against their scale) and the two-point distance's median |u_T/u_0 − 1|
+  (seed 000 App. A.5, Eq. 41-43: under a large initialisation u keeps its initial value). The run is lazy when
+  every available change reads lazy, rich when every one reads rich, and mixed otherwise.
 - alignment_change: a rise of the centred kernel-label alignment by more than this is the NTK aligning with the
   task (feature learning, seed 003 §5.2, Fig. 9); a fall by more than this is the kernel moving away from it.
 - ntk_lazy / ntk_rich: relative change ‖K_T − K_0‖_F/‖K_0‖_F of the NTK below ntk_lazy is the kernel (lazy)
@@ -100,10 +113,32 @@ class Section:
     summary: dict[str, Any] = field(default_factory=dict)
 
 
+_RENDER = [True]
+"""Whether sections render their figures (``analyze(figures=False)`` skips them: the tables and summary are the
+same, at a fraction of the time)."""
+
+
 def _png(fig: Figure) -> bytes:
+    """The figure as PNG bytes (empty when figures are off), after :func:`_fit_step_axes`."""
+    if not _RENDER[0]:
+        return b""
+    _fit_step_axes(fig)
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
     return buffer.getvalue()
+
+
+def _fit_step_axes(fig: Figure) -> None:
+    """The step axes of a figure span the recorded steps: from just left of 0 (the symlog axis' linear part, so no
+    tick at −10¹ from autoscaling margins) to 1.4× the last step, so the last point's marker is not cut off."""
+    for ax in fig.axes:
+        if ax.get_xscale() != "symlog":
+            continue
+        xs = [np.asarray(line.get_xdata(), dtype=float) for line in ax.get_lines()]
+        x = np.concatenate(xs) if xs else np.empty(0)
+        x = x[np.isfinite(x)]
+        if x.size:
+            ax.set_xlim(-0.3 if x.min() <= 0 else x.min() / 1.4, max(1.4 * x.max(), 1.0))
 
 
 def _figure(panels: int, columns: int = 3) -> tuple[Figure, list[Any]]:
@@ -224,6 +259,53 @@ def two_point_applies(recording: Recording) -> str | None:
     return None
 
 
+def u_change(recording: Recording) -> float:
+    """The median over the recorded pairs of |u_T/u_0 − 1|, the relative change of the two-point distance
+    u = ‖h(x₂) − h(x₁)‖² at the pair layer over training (first and last finite recordings); NaN without pairs."""
+    if "pair_u" not in recording:
+        return math.nan
+    changes = []
+    for u in np.asarray(recording["pair_u"], dtype=float).T:
+        finite = u[np.isfinite(u)]
+        if finite.size >= 2 and finite[0] > 0:
+            changes.append(abs(finite[-1] / finite[0] - 1))
+    return float(np.median(changes)) if changes else math.nan
+
+
+def weight_change(recording: Recording) -> float:
+    """‖θ_T − θ₀‖/‖θ₀‖ at the last recorded step with a finite value (NaN when not recorded)."""
+    if "weight_change" not in recording:
+        return math.nan
+    finite = np.asarray(recording["weight_change"], dtype=float)
+    finite = finite[np.isfinite(finite)]
+    return float(finite[-1]) if finite.size else math.nan
+
+
+def regime(recording: Recording, ntk_change: float | None) -> tuple[str, list[str]]:
+    """(the run's headline regime "lazy" / "rich" / "mixed" / "unknown", the reading of each indicator): the
+    NTK's, the weights' and u's relative change over training against :data:`THRESHOLDS` regime_lazy and
+    regime_rich (see there for the sources)."""
+    lazy, rich = THRESHOLDS["regime_lazy"], THRESHOLDS["regime_rich"]
+    values = {"NTK change ‖K_T − K_0‖/‖K_0‖": math.nan if ntk_change is None else ntk_change,
+              "weight movement ‖θ_T − θ₀‖/‖θ₀‖": weight_change(recording),
+              "two-point distance change |u_T/u_0 − 1|": u_change(recording)}
+    readings, kinds = [], []
+    for name, value in values.items():
+        if not np.isfinite(value):
+            continue
+        kind = "lazy" if value < lazy else "rich" if value > rich else "between"
+        kinds.append(kind)
+        readings.append(f"{name} = {value:.3g} ({kind}: " + {"lazy": f"< {lazy:g}", "rich": f"> {rich:g}",
+                                                             "between": f"{lazy:g} to {rich:g}"}[kind] + ")")
+    if not kinds:
+        return "unknown", readings
+    if all(k == "lazy" for k in kinds):
+        return "lazy", readings
+    if all(k == "rich" for k in kinds):
+        return "rich", readings
+    return "mixed", readings
+
+
 def two_point(recording: Recording) -> Section:
     """Eq. (49) fit of 1/τ_h, 1/τ_y per pair and the Eq. (10) final distance against the measured one."""
     layer = recording.meta["pair_layer"]
@@ -268,7 +350,14 @@ def two_point(recording: Recording) -> Section:
     section.tables.append(("pairs", rows))
     section.figures["two-point state u, v, w"] = _png(fig)
     pairs = len(rows)
-    if fitted == 0:
+    moved = u_change(recording)
+    if np.isfinite(moved) and moved < THRESHOLDS["regime_lazy"]:
+        section.verdicts.append(("good", f"u did not move (median |u_T/u_0 − 1| = {moved:.2g} over {pairs} pairs, "
+                                         f"below {THRESHOLDS['regime_lazy']:g}): the lazy regime, in which the "
+                                         "two-point theory predicts that the representation keeps its initial "
+                                         "distances (seed 000 App. A.5, Eq. 41-43, large initialisation); the "
+                                         "rates' ratio τ_y/τ_h is then not identifiable from the trajectory"))
+    elif fitted == 0:
         section.verdicts.append(("warn", f"no pair could be fitted by Eq. (7) ({rows[0]['status']}): the two-point "
                                          "theory does not describe this run"))
     else:
@@ -276,7 +365,7 @@ def two_point(recording: Recording) -> Section:
         section.verdicts.append((level, f"Eq. (10) predicts the final distance within a factor "
                                         f"{THRESHOLDS['eq10_factor']:g} for {agree} of {pairs} pairs ({fitted} "
                                         "fitted); a larger gap says the two-point theory does not capture the pair"))
-    section.summary.update(two_point_pairs=pairs, two_point_fitted=fitted, two_point_agree=agree)
+    section.summary.update(two_point_pairs=pairs, two_point_fitted=fitted, two_point_agree=agree, u_change=moved)
     if loss_kind(recording) is None:
         section.notes.append("Eq. (7) assumes gradient flow on the squared error: under another loss or stochastic "
                              "batches the fitted rates are effective constants of this run.")
@@ -299,8 +388,14 @@ def ntk(recording: Recording) -> Section:
     centred = targets - targets.mean(0)
     rows, shares, spectra = [], [], []
     top = min(classes, m)
-    first = recording["ntk"][0]
-    for step, gram in zip(recording["ntk_steps"], recording["ntk"]):
+    finite = [t for t, gram in enumerate(recording["ntk"]) if np.isfinite(gram).all()]
+    if not finite:
+        raise ValueError("the recorded NTK is not finite at any step (the run went to NaN or the NTK failed)")
+    if len(finite) < len(recording["ntk"]):
+        skipped = [int(recording["ntk_steps"][t]) for t in range(len(recording["ntk"])) if t not in finite]
+        section.notes.append(f"the NTK is not finite at step(s) {skipped}: left out")
+    first = recording["ntk"][finite[0]]
+    for step, gram in ((recording["ntk_steps"][t], recording["ntk"][t]) for t in finite):
         pca = kernel_pca(torch.as_tensor(gram))
         vectors = pca.eigenvectors.numpy()
         share = ((vectors.T @ centred) ** 2).sum(1) / (centred**2).sum()
@@ -367,8 +462,16 @@ def elasticity(recording: Recording) -> Section:
                              np.transpose(outputs, (1, 0, 2)), classes)
     a_hat, b_hat = integrated_strengths_isotropic(xbar)
     times = steps.astype(float)
-    alpha, beta = (strengths_from_integrated(s, 3, times) if len(times) > 2 else np.full_like(s, np.nan)
-                   for s in (a_hat, b_hat))
+    try:
+        alpha, beta = (strengths_from_integrated(s, 3, times) if len(times) > 2 else np.full_like(s, np.nan)
+                       for s in (a_hat, b_hat))
+    except ValueError as error:  # Â, B̂ are logs of ratios to X̄(0): undefined when the class means start at 0
+        alpha = beta = np.full_like(a_hat, np.nan)
+        start = float(np.abs(xbar[0]).max())
+        section.notes.append(f"Â, B̂, α̂, β̂ and γ̂ cannot be estimated ({error})"
+                             + (": the class-mean logits are exactly 0 at the first recorded step (a centred "
+                                "model f = α(g − g₀) starts at 0), and Â, B̂ are logarithms of ratios to them"
+                                if start == 0 else ""))
     gamma = separation_rate(alpha, beta, classes)
     rows = []
     nc1 = []
@@ -418,14 +521,26 @@ def elasticity(recording: Recording) -> Section:
                              "class size), as Definition C.1 is checked on equal-sized classes")
     last_layer = recording.meta["layers"][-1] if "nc_within_between" in recording else None
     series = recording["nc_within_between"][:, -1] if last_layer is not None else np.asarray(nc1)
-    where = f"layer {last_layer}" if last_layer is not None else "the logits"
-    limit = THRESHOLDS["nc1_collapsed"]
-    first, last = float(series[0]), float(series[-1])
-    if last < limit:
-        trend = ("and falling: the classes collapse onto their means (neural collapse, seed 004)" if last < first
-                 else "already at the first recording, not through training")
-        section.verdicts.append(("good", f"NC1 at {where} is {last:.3g} (from {first:.3g}), below {limit:g}: the "
-                                         f"classes are tighter than their separation, {trend}"))
+    pooled = last_layer is not None and last_layer in (recording.meta.get("nc_pooling") or {})
+    where = (f"layer {last_layer}" + (" (feature map globally average-pooled)" if pooled else "")
+             if last_layer is not None else "the logits")
+    if pooled:
+        section.notes.append("NC1 of a convolutional feature map (n, C, H, W) is taken on its global average pool "
+                             "(n, C): the features a classifier head sees, as in the neural-collapse literature")
+    limit, drop = THRESHOLDS["nc1_collapsed"], THRESHOLDS["nc1_drop"]
+    finite = np.flatnonzero(np.isfinite(series))
+    first, last = (float(series[finite[0]]), float(series[finite[-1]])) if finite.size else (math.nan, math.nan)
+    if not finite.size:
+        section.verdicts.append(("warn", f"NC1 at {where} is undefined at every recorded step"))
+    elif last < limit and last <= drop * first:
+        section.verdicts.append(("good", f"NC1 at {where} fell {_change(first, last)} (×{last / first:.2g}, at "
+                                         f"least halved) and is below {limit:g}: the classes collapse onto their "
+                                         "means (neural collapse, seed 004)"))
+    elif last < limit:
+        section.verdicts.append(("info", f"NC1 at {where} is {last:.3g} (from {first:.3g}, ×{last / first:.2g}): "
+                                         f"below {limit:g}, the classes are tighter than their separation, but NC1 "
+                                         f"did not fall to {drop:g} of its first value: no collapse through "
+                                         "training"))
     elif last < first:
         section.verdicts.append(("info", f"NC1 at {where} fell {_change(first, last)} but stays above {limit:g}: no "
                                          "collapse yet"))
@@ -438,7 +553,7 @@ def elasticity(recording: Recording) -> Section:
                                  + ("positive, the class means move apart (Thm 3.1)" if gamma[-1] > 0
                                     else "not positive, the class means are not separating now (Thm 3.1)")))
     last_separable = rows[-1][separable_column]
-    section.summary.update(nc1_first=float(series[0]), nc1_last=float(series[-1]), nc1_where=where,
+    section.summary.update(nc1_first=first, nc1_last=last, nc1_where=where,
                            separation_rate_last=float(gamma[-1]), separable_last=last_separable)
     return section
 
@@ -533,7 +648,10 @@ def omitted_measures(recording: Recording) -> dict[str, str]:
     return _analysis(recording, sections=False)[1]
 
 
-def _analysis(recording: Recording, sections: bool = True) -> tuple[list[Section], dict[str, str]]:
+def _analysis(recording: Recording, sections: bool = True) -> tuple[list[Section], dict[str, str], dict[str, str]]:
+    """(sections, omitted {measure: why its theory does not apply}, failed {section: why it could not be
+    computed}). A section that fails on the recording (e.g. a run gone to NaN) is left out with its reason; the
+    others are still made."""
     measures = recording.meta["measures"]
     omitted: dict[str, str] = {}
     chosen: list[Any] = [probe_accuracy]
@@ -549,7 +667,15 @@ def _analysis(recording: Recording, sections: bool = True) -> tuple[list[Section
         chosen.append(elasticity)
     if any(m in measures for m in ("rank", "coi", "hamiltonian")):
         chosen.append(representations)
-    return ([make(recording) for make in chosen] if sections else []), omitted
+    made: list[Section] = []
+    failed: dict[str, str] = {}
+    for make in chosen if sections else []:
+        try:
+            made.append(make(recording))
+        except Exception as error:  # noqa: BLE001 - one section's failure leaves the rest of the report
+            reason = str(error).splitlines()[0] if str(error) else ""
+            failed[make.__name__] = f"could not be computed from this recording ({type(error).__name__}: {reason})"
+    return made, omitted, failed
 
 
 @dataclass
@@ -564,21 +690,116 @@ class Analysis:
     verdicts: list[tuple[str, str, str]]
     """(section key, level, text), the run's own first."""
     omitted: dict[str, str]
+    """{measure: why its theory does not apply to the run}"""
+    failed: dict[str, str] = field(default_factory=dict)
+    """{section: why it could not be computed from the recording}"""
+    frame: Any = None
+    """the tidy (run, step, layer, metric, value) frame of the recording (:func:`tidy`)"""
 
 
-def analyze(recording: Recording | str | os.PathLike[str]) -> Analysis:
+PER_LAYER = {"effective_rank": "effective_rank", "nc_within_between": "nc1", "nc_etf_distance": "nc_etf_distance",
+             "cost_of_identity": "cost_of_identity", "hamiltonian": "hamiltonian", "momentum_norm": "momentum_norm"}
+"""Recording arrays (T, L) and their metric names in the tidy frame."""
+
+
+def tidy(recording: Recording, run: str | None = None) -> pandas.DataFrame:
+    """The recording as a tidy frame: one row per (run, step, layer, metric) with its ``value``.
+
+    Per layer: effective_rank, nc1, nc_etf_distance (and cost_of_identity, hamiltonian, momentum_norm when
+    recorded). For the whole model (layer ""): loss (the training loss passed to the Monitor), weight_change
+    ‖θ_t − θ₀‖/‖θ₀‖, probe_accuracy, probe_cross_entropy, probe_squared_error, ntk_alignment (at the NTK's steps),
+    stationarity. Per input pair, at the pair layer: u[i,j], v[i,j], w[i,j] of the two-point theory."""
+    import pandas
+
+    run = recording.meta["name"] if run is None else run
+    steps = recording.steps
+    layers = recording.meta["layers"]
+    rows: list[tuple[str, int, str, str, float]] = []
+
+    def add(layer: str, metric: str, values: Any, at: Any = steps) -> None:
+        rows.extend((run, int(s), layer, metric, float(v)) for s, v in zip(at, np.asarray(values, dtype=float)))
+
+    for key, metric in PER_LAYER.items():
+        if key in recording:
+            for l, layer in enumerate(layers):
+                add(layer, metric, recording[key][:, l])
+    for key in ("loss", "weight_change", "stationarity"):
+        if key in recording:
+            add("", key, recording[key])
+    if "labels" in recording:
+        outputs = torch.as_tensor(recording["outputs"], dtype=torch.float64)
+        labels = torch.as_tensor(recording["labels"])
+        add("", "probe_accuracy", (outputs.argmax(-1) == labels).double().mean(-1).numpy())
+        add("", "probe_cross_entropy",
+            [float(torch.nn.functional.cross_entropy(o, labels)) for o in outputs])
+        onehot = torch.nn.functional.one_hot(labels, outputs.shape[-1]).double()
+        add("", "probe_squared_error", (0.5 * (outputs - onehot).pow(2).sum(-1).mean(-1)).numpy())
+        if "ntk" in recording:
+            targets = np.eye(outputs.shape[-1])[recording["labels"][recording["ntk_index"]]]
+            add("", "ntk_alignment", [centred_alignment(g, targets) if np.isfinite(g).all() else math.nan
+                                      for g in recording["ntk"]], recording["ntk_steps"])
+    if "pairs" in recording:
+        for p, (i, j) in enumerate(recording["pairs"]):
+            for name in ("u", "v", "w"):
+                add(recording.meta["pair_layer"], f"{name}[{i},{j}]", recording[f"pair_{name}"][:, p])
+    return pandas.DataFrame(rows, columns=["run", "step", "layer", "metric", "value"])
+
+
+@dataclass
+class Sweep:
+    """Several recordings analysed together (a sweep): ``runs`` their :class:`Analysis`, ``frame`` the tidy
+    (run, step, layer, metric, value) frame of them all (:func:`tidy`) and ``summary`` one row per run (its
+    summary's scalars: regime, coverage, end values)."""
+
+    runs: list[Analysis]
+    frame: pandas.DataFrame
+    summary: pandas.DataFrame
+
+
+def analyze(recording: Any, *, figures: bool = False) -> Any:
+    """Analyse a recording (a :class:`Recording` or the .npz path of one) into an :class:`Analysis`; several (a
+    list of them, or a glob pattern such as ``"runs/monitor/*.npz"``) into a :class:`Sweep` with their tidy frame.
+    See :func:`analyze_one`."""
+    import glob
+
+    if isinstance(recording, str) and any(c in recording for c in "*?["):
+        recording = sorted(glob.glob(recording))
+        if not recording:
+            raise ValueError("no recording matches the pattern")
+    if isinstance(recording, list | tuple):
+        import pandas
+
+        runs = [analyze_one(r, figures=figures) for r in recording]
+        names = [a.summary["name"] for a in runs]
+        labels = names if len(set(names)) == len(names) else [f"{n} #{i + 1}" for i, n in enumerate(names)]
+        frame = pandas.concat([a.frame.assign(run=label) for label, a in zip(labels, runs)], ignore_index=True)
+        summary = pandas.DataFrame([{"run": label, **{k: v for k, v in a.summary.items()
+                                                       if isinstance(v, str | int | float | bool) or v is None}}
+                                    for label, a in zip(labels, runs)])
+        return Sweep(runs=runs, frame=frame, summary=summary)
+    return analyze_one(recording, figures=figures)
+
+
+def analyze_one(recording: Recording | str | os.PathLike[str], *, figures: bool = False) -> Analysis:
     """Analyse a recording (or the .npz path of one): DataFrames per section and a summary dict.
 
     ``tables`` holds ``"steps"`` (:meth:`Recording.scalar_table`) and one frame per table of the report
     (``"training"``, ``"two_point"``, ``"ntk"``, ``"elasticity"``, ``"representations"``, as recorded).
     ``summary`` holds the run (name, model, total_steps, last_step, coverage, loss_kind), each section's numbers
     (first/last probe accuracy and loss, NTK alignment and change, NC1, effective rank per layer, stationarity
-    residual, ...), ``"verdicts"`` (list of dicts: section, level, text) and ``"omitted"`` ({measure: reason})."""
+    residual, ...), the headline ``"regime"`` (lazy / rich / mixed, :func:`regime`), ``"verdicts"`` (list of
+    dicts: section, level, text), ``"omitted"`` ({measure: why its theory does not apply}) and ``"failed"``
+    ({section: why it could not be computed}). ``figures=True`` also renders the report's PNG figures into
+    ``sections`` (the report does; the tables and summary are the same without them)."""
     import pandas
 
     if not isinstance(recording, Recording):
         recording = load_recording(recording)
-    sections, omitted = _analysis(recording)
+    _RENDER[0] = figures
+    try:
+        sections, omitted, failed = _analysis(recording)
+    finally:
+        _RENDER[0] = True
     tables = {"steps": recording.scalar_table()}
     for section in sections:
         for caption, rows in section.tables:
@@ -586,22 +807,29 @@ def analyze(recording: Recording | str | os.PathLike[str]) -> Analysis:
             tables[name] = pandas.DataFrame(rows)
     meta = recording.meta
     verdicts = [("run", level, text) for level, text in run_verdicts(recording)]
-    names = {"two_point": "the two-point theory (seed 000)"}
-    verdicts += [("run", "warn", f"{names.get(m, m)} does not apply to this run's loss "
-                                 f"({meta.get('loss_kind')}): its section is left out (reason below)")
-                 for m in omitted]
+    verdicts += [("run", "warn", f"the {name} section {reason}") for name, reason in failed.items()]
     verdicts += [(s.key, level, text) for s in sections for level, text in s.verdicts]
     summary: dict[str, Any] = {"name": meta["name"], "model": meta.get("model"), "loss_kind": meta.get("loss_kind"),
                                "total_steps": meta.get("total_steps"), "last_step": int(recording.steps[-1]),
                                "recorded_steps": len(recording.steps), "coverage": meta.get("coverage")}
     for section in sections:
         summary.update(section.summary)
+    headline, readings = regime(recording, summary.get("ntk_change"))
+    summary.update(regime=headline, weight_change=weight_change(recording), u_change=u_change(recording))
+    if headline != "unknown":
+        meaning = {"lazy": "the kernel (lazy) regime: the network trains close to its linearisation at "
+                           "initialisation",
+                   "rich": "the rich (feature-learning) regime: training rebuilt the kernel and the representations",
+                   "mixed": "the indicators disagree or sit between the thresholds: neither purely lazy nor rich"}
+        verdicts.insert(0, ("run", "info", f"Regime: {headline} — {meaning[headline]}. " + "; ".join(readings)))
     summary["verdicts"] = [{"section": k, "level": level, "text": text} for k, level, text in verdicts]
     summary["omitted"] = dict(omitted)
-    return Analysis(tables=tables, summary=summary, sections=sections, verdicts=verdicts, omitted=omitted)
+    summary["failed"] = dict(failed)
+    return Analysis(tables=tables, summary=summary, sections=sections, verdicts=verdicts, omitted=omitted,
+                    failed=failed, frame=tidy(recording))
 
 
-def compare(runs: list[tuple[str, Recording, Analysis]]) -> Section:
+def compare(runs: list[tuple[str, Recording, Analysis]], *, figures: bool = True) -> Section:
     """Several runs overlaid (a learning-rate sweep, lazy against rich): one row per run and their curves of
     probe accuracy and loss, kernel-label alignment, NC1 and effective rank at the last layer, on one step axis."""
     section = Section("comparison", f"Comparison of {len(runs)} runs", "all recordings",
@@ -611,11 +839,13 @@ def compare(runs: list[tuple[str, Recording, Analysis]]) -> Section:
     for label, _, analysis in runs:
         s = analysis.summary
         warnings = [text for key, level, text in analysis.verdicts if level == "warn"]
-        rows.append({"run": label, "model": s["model"], "loss": s["loss_kind"], "total steps": s["total_steps"],
+        rows.append({"run": label, "regime": s.get("regime"), "model": s["model"], "loss": s["loss_kind"],
+                     "total steps": s["total_steps"],
                      "coverage": s["coverage"], "probe accuracy (last)": s.get("probe_accuracy_last"),
                      "probe loss (last)": s.get("probe_loss_last"),
                      "NTK alignment (first)": s.get("ntk_alignment_first"),
                      "NTK alignment (last)": s.get("ntk_alignment_last"), "NTK change": s.get("ntk_change"),
+                     "weight movement": s.get("weight_change"), "u change": s.get("u_change"),
                      "NC1 (last)": s.get("nc1_last"), "warnings": len(warnings)})
     section.tables.append(("runs", rows))
     panels: list[tuple[str, str, Any]] = [
@@ -638,7 +868,7 @@ def compare(runs: list[tuple[str, Recording, Analysis]]) -> Section:
                 continue
         if curves:
             drawn.append((title, ylabel, curves))
-    if drawn:
+    if drawn and figures:
         fig, axes = _figure(len(drawn))
         for ax, (title, ylabel, curves) in zip(axes, drawn):
             for c, (label, x, y) in enumerate(curves):

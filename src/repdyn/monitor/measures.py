@@ -7,7 +7,8 @@ same code serves the monitor and its tests. Sources:
   :func:`repdyn.probes.two_point.pair_statistics`;
 - per-layer effective rank (Roy & Vetterli) of the centred representation, :func:`repdyn.probes.effective_rank`;
 - neural collapse of each layer (NC1 = Tr(Σ_W Σ_B⁺)/C and the simplex-ETF distance of the class means,
-  spec 004 §2.8), :func:`repdyn.probes.neural_collapse`;
+  spec 004 §2.8), :func:`repdyn.probes.neural_collapse`, on globally average-pooled features for a
+  convolutional feature map (n, C, H, W);
 - Cost of Identity ‖A‖²_(K+γI) of each layer's representation (spec 002 §3.5–3.6, γ = γ₀ λ_max(K) by spec 002
   §7 P5(c)), :func:`repdyn.theory.leaky_resnet.cost_of_identity`: along the residual stream of a residual
   network this is the COI profile of seed 002;
@@ -64,9 +65,25 @@ def layer_effective_rank(h: Tensor) -> float:
     return float(torch.exp(-torch.special.xlogy(q, q).sum()))
 
 
+POOLING = "global average pool over the spatial dimensions (n, C, H, W) -> (n, C)"
+"""How a convolutional feature map is read by NC1: the classes separate in the pooled features a classifier head
+sees, not pixel by pixel (NC1 of the flattened map counts the spatial spread within an image as class spread)."""
+
+
+def pooled(h: Tensor) -> Tensor:
+    """(n, C, H, W, ...) feature maps -> (n, C) by their mean over the spatial dimensions; (n, d) or (n, L, d)
+    unchanged."""
+    return h.mean(dim=tuple(range(2, h.dim()))) if h.dim() >= 4 else h
+
+
 def layer_collapse(h: Tensor, labels: Tensor) -> tuple[float, float]:
-    """(NC1 within/between ratio, simplex-ETF Gram distance of the centred class means) of one layer."""
-    collapse = neural_collapse(flat(h), labels, center=True)
+    """(NC1 within/between ratio, simplex-ETF Gram distance of the centred class means) of one layer; a
+    convolutional feature map is pooled first (:data:`POOLING`)."""
+    features = flat(pooled(h))
+    if not bool((features != features[:1]).any()):
+        raise ValueError("NC1 is undefined for a constant representation (every probe input maps to one point, "
+                         "e.g. all ReLUs dead)")
+    collapse = neural_collapse(features, labels, center=True)
     return collapse.within_between, collapse.etf_gram_distance
 
 

@@ -5,9 +5,13 @@ Usage (see examples/digits_cnn_monitor.py)::
     monitor = Monitor(model, layers=["layer0", "layer1"], probe_inputs=x_probe, labels=y_probe, total_steps=n,
                       loss_kind="cross_entropy")
     for step in range(n):
-        monitor.step(step)           # before the update: step 0 is the untrained model
-        train_one_step()
+        loss = loss_fn(model(x), y)
+        monitor.step(step, loss)     # before the update: step 0 is the untrained model; the loss is kept
+        optimizer.zero_grad(); loss.backward(); optimizer.step()
     path = monitor.save("runs")      # records the trained model as step n, then runs/monitor/<name>.npz
+
+A measure that fails at a recorded step is recorded as NaN with a :class:`MeasureFailedWarning`; ``step``,
+``finish`` and ``save`` never raise into the training loop (the constructor raises ValueError for bad input).
 
 At a recorded step the monitor runs the probe set through the model in eval mode under ``torch.no_grad()``
 (the module's mode is restored), reads the named layers with temporary forward hooks, and copies what it
@@ -26,6 +30,7 @@ construction, with the fix in the message.
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -37,7 +42,7 @@ import torch
 from torch import Tensor, nn
 
 from repdyn.monitor import measures
-from repdyn.monitor.recording import Recording
+from repdyn.monitor.recording import STORE_FOLDER, Recording
 from repdyn.nn.recording import Schedule
 from repdyn.probes.activations import check_layers
 from repdyn.probes.batch import Batch, batch_length, default_forward, describe, grad_leaves, take, to_device
@@ -55,6 +60,11 @@ RECORDS_PER_DECADE = 6
 
 Sink = Callable[[dict[str, float], int], Any]
 Selector = int | str | Callable[[Any], Tensor]
+
+
+class MeasureFailedWarning(RuntimeWarning):
+    """A measure failed at a recorded step (e.g. the effective rank of a layer whose ReLUs all died, an
+    eigensolver on a run gone to NaN): it is recorded as NaN and training goes on."""
 
 
 class IncompleteRecordingWarning(UserWarning):
@@ -167,7 +177,8 @@ class Monitor:
         cost: for the hamiltonian measure, the data cost C(outputs, labels) -> scalar of the probe set (the loss
             the model is trained on, without the weight decay).
         weight_decay: for the hamiltonian measure, λ of the training's L2 penalty; momenta are −(1/λ)∂C/∂A_l.
-        name: the recording's name in the store.
+        name: the recording's name in the store (default ``<model class>-<date>-<time>``, made unique in the
+            store when saved).
 
     All input problems raise ValueError here, before training starts.
     """
@@ -196,8 +207,9 @@ class Monitor:
         coi_gamma0: float = 1e-3,
         cost: Callable[[Tensor, Tensor], Tensor] | None = None,
         weight_decay: float | None = None,
-        name: str = "run",
+        name: str | None = None,
     ) -> None:
+        cpu_start = time.process_time()
         if not isinstance(model, nn.Module):
             raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
         self.model = model
@@ -215,9 +227,13 @@ class Monitor:
         self.pair_layer = (self.layers[-1] if pair_layer is None
                            else check_layers(model, [_layer_name(pair_layer, names)])[0])
         self._selectors = self._check_select(select, names)
-        if not name or any(c in name for c in "/\\") or name.startswith("."):
+        self._default_name = name is None
+        if name is None:
+            name = f"{type(model).__name__.lower()}-{time.strftime('%Y%m%d-%H%M%S')}"
+        if not isinstance(name, str) or not name or any(c in name for c in "/\\") or name.startswith("."):
             raise ValueError(f"name={name!r} must be a non-empty file name without '/'")
         self.name = name
+        self._saved_to: Path | None = None
         for label, fn in (("forward_fn", forward_fn), ("output_fn", output_fn)):
             if fn is not None and not callable(fn):
                 raise ValueError(f"{label} must be a function, got {type(fn).__name__}")
@@ -239,7 +255,7 @@ class Monitor:
         self.device = _model_device(model)
         self.x = to_device(probe_inputs, self.device)
         self.n = n
-        d_out = self._check_forward()
+        d_out = self.d_out = self._check_forward()
         self._check_layer_outputs()
 
         needs_labels = [m for m in self.measures if m in LABEL_MEASURES]
@@ -274,6 +290,9 @@ class Monitor:
                                  f"weight_decay=λ > 0 (got {weight_decay!r})")
             self._hamiltonian()  # a cost that does not fit the outputs fails here
 
+        # θ₀ of the trainable parameters, for the relative weight movement ‖θ_t − θ₀‖/‖θ₀‖: one copy, in host
+        # memory (an accelerator's memory is left to training)
+        self._initial = [p.detach().to("cpu", copy=True) for p in model.parameters() if p.requires_grad]
         self._set_schedule(total_steps, schedule, every_n_steps, n_records, ntk_records)
         self._ntk: list[np.ndarray] = []
         self._ntk_steps: list[int] = []
@@ -283,6 +302,9 @@ class Monitor:
         self._seconds: list[float] = []
         self._latest: dict[str, float] = {}
         self._last_seen: int | None = None
+        self._failures: list[tuple[int, str]] = []
+        self.cpu_seconds = time.process_time() - cpu_start
+        """CPU time (user + system, this process) the Monitor has spent: construction, recordings, saving."""
 
     # ------------------------------------------------------------------------------------------ validation
 
@@ -367,6 +389,7 @@ class Monitor:
         """One forward pass of two probe inputs with the layer hooks: each layer must be called and give one
         tensor (after ``select``) with the batch first."""
         _, found = self._forward_with_layers(take(self.x, slice(0, 2)), raw=True)
+        self._layer_dims: dict[str, int] = {}
         for name in dict.fromkeys([*self.layers, self.pair_layer]):
             if name not in found:
                 raise ValueError(f"layer {name!r} was not called in the model's forward pass (a fused fast path, "
@@ -380,10 +403,25 @@ class Monitor:
             if not isinstance(value, Tensor):
                 raise ValueError(f"layer {name!r} returns {_shape(raw)}, not one tensor: pass "
                                  f"select={{{name!r}: 0}} (an index, key or function of the output) to read one")
+            self._layer_dims[name] = value.dim()
             if value.dim() < 1 or value.shape[0] != 2:
                 raise ValueError(f"layer {name!r} gives shape {tuple(value.shape)} for 2 probe inputs: its first "
                                  f"dimension must be the batch; pass select={{{name!r}: lambda out: ...}} to "
                                  "reorder it (e.g. out.transpose(0, 1) for a sequence-first layer)")
+
+    def _weight_change(self) -> float:
+        """‖θ_t − θ₀‖/‖θ₀‖ over the trainable parameters (θ₀ at construction), in float64."""
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        if len(params) != len(self._initial):
+            raise ValueError("the model's trainable parameters changed since the Monitor was made")
+        with torch.no_grad():
+            gap = sum((p.detach().cpu().double() - q.double()).pow(2).sum() for p, q in zip(params, self._initial))
+            size = sum(q.double().pow(2).sum() for q in self._initial)
+        return float((gap / size).sqrt()) if float(size) > 0 else float("nan")
+
+    def _pooling(self) -> dict[str, str]:
+        """{layer: how its feature map is reduced before NC1} for the layers whose outputs are image-like maps."""
+        return {n: measures.POOLING for n, dims in self._layer_dims.items() if dims >= 4}
 
     def _select(self, name: str, value: Any) -> Any:
         selector = self._selectors.get(name)
@@ -493,79 +531,156 @@ class Monitor:
             return step % self.every_n_steps == 0
         return step in self._scheduled
 
-    def step(self, step: int, loss: float | None = None) -> bool:
+    def step(self, step: int, loss: float | Tensor | None = None) -> bool:
         """Call once per training step, *before* the update of step ``step`` (so step 0 is the untrained model);
-        records if ``step`` is scheduled and returns whether it did. ``loss`` is an optional float to keep beside
-        the recording (pass a Python float, e.g. ``loss.item()``, only if you compute it anyway)."""
-        self._last_seen = int(step)
-        if self._is_scheduled(step) and (not self._steps or step > self._steps[-1]):
-            self.record(step, loss)
-            return True
+        records if ``step`` is scheduled and returns whether it did. ``loss`` is the step's training loss (a
+        float or the loss tensor: read with ``.item()`` only at the steps that are recorded), kept beside the
+        recording: call after the forward pass and before ``optimizer.step()``.
+
+        Never raises: a failure is recorded as NaN with a :class:`MeasureFailedWarning`."""
+        try:
+            self._last_seen = int(step)
+            if self._is_scheduled(step) and (not self._steps or step > self._steps[-1]):
+                self.record(step, loss)
+                return True
+        except Exception as error:  # noqa: BLE001 - the instrument never stops the training it watches
+            self._warn_failed(f"step({step!r})", error)
         return False
 
-    def finish(self, step: int | None = None, loss: float | None = None) -> bool:
+    def log_loss(self, step: int, loss: float | Tensor) -> None:
+        """Keep ``loss`` (a float or the loss tensor) as the training loss of step ``step`` when that step was the
+        last recorded one without a loss, e.g. from a framework that reports the loss after the update (read with
+        ``.item()`` only then). Never raises."""
+        try:
+            if self._steps and self._steps[-1] == int(step) and math.isnan(self._losses[-1]):
+                self._losses[-1] = float(loss.detach() if isinstance(loss, Tensor) else loss)
+        except Exception as error:  # noqa: BLE001
+            self._warn_failed(f"log_loss({step!r})", error)
+
+    def _warn_failed(self, what: str, error: BaseException) -> None:
+        warnings.warn(MeasureFailedWarning(f"repdyn Monitor {self.name!r}: {what} failed ({type(error).__name__}: "
+                                           f"{str(error).splitlines()[0] if str(error) else ''}); nothing recorded, "
+                                           "training goes on"), stacklevel=3)
+
+    def finish(self, step: int | None = None, loss: float | Tensor | None = None) -> bool:
         """Record the trained model at the end of training: step ``total_steps`` (or ``step``; without either,
         the step after the last one seen), with the NTK, unless that step is already recorded. Returns whether
-        it recorded."""
+        it recorded (never raises: a failure is a warning)."""
         if step is None:
             step = (self.total_steps if self.total_steps is not None
                     else None if self._last_seen is None else self._last_seen + 1)
         if step is None:
-            raise ValueError("finish() needs total_steps (given to the Monitor) or step=the number of steps trained")
+            self._warn_failed("finish()", ValueError("it needs total_steps (given to the Monitor) or step=the number "
+                                                     "of steps trained"))
+            return False
         if self._steps and step <= self._steps[-1]:
             return False
-        self.record(step, loss, ntk=True)
+        try:
+            self.record(step, loss, ntk=True)
+        except Exception as error:  # noqa: BLE001
+            self._warn_failed(f"finish({step!r})", error)
+            return False
         return True
 
-    def record(self, step: int, loss: float | None = None, *, ntk: bool | None = None) -> None:
+    def record(self, step: int, loss: float | Tensor | None = None, *, ntk: bool | None = None) -> None:
         """Record now, whatever the schedule (integer steps, increasing). The NTK is taken at steps of
-        ``ntk_schedule`` (``ntk=True`` / ``False`` forces it on / off)."""
+        ``ntk_schedule`` (``ntk=True`` / ``False`` forces it on / off).
+
+        A measure that fails (a zero representation has no effective rank; an eigensolver does not converge on a
+        run gone to NaN; a sink that cannot write) is recorded as NaN with a :class:`MeasureFailedWarning` naming
+        the measure, the step and the reason: the instrument never stops the training it watches."""
         if isinstance(step, bool) or int(step) != step:
             raise ValueError(f"step must be an integer training step, got {step!r}")
         if self._steps and step <= self._steps[-1]:
             raise ValueError(f"recorded steps must increase: step {step} after {self._steps[-1]}")
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
+        step = int(step)
+        failed: list[str] = []
+
+        def measured(name: str, fn: Callable[[], Any], shape: tuple[int, ...]) -> Any:
+            try:
+                return fn()
+            except Exception as error:  # noqa: BLE001 - any failure of an instrument is recorded, never raised
+                reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+                failed.append(name)
+                warnings.warn(MeasureFailedWarning(
+                    f"repdyn Monitor {self.name!r}: {name} failed at step {step} ({type(error).__name__}: {reason}); "
+                    "recorded as NaN, training goes on"), stacklevel=4)
+                return np.full(shape, np.nan) if shape else float("nan")
+
         device = _model_device(self.model)
         if device != self.device:
             self.x, self.device = to_device(self.x, device), device
-        outputs, found = self._forward_with_layers(self.x)
-        row: dict[str, np.ndarray] = {"outputs": outputs.float().cpu().numpy()}
+        layers = len(self.layers)
+        forward = measured("the probe forward pass", lambda: self._forward_with_layers(self.x), (0,))
+        outputs, found = (None, {}) if isinstance(forward, np.ndarray) else forward
+        row: dict[str, np.ndarray] = {
+            "outputs": (np.full((self.n, self.d_out), np.nan, dtype=np.float32) if outputs is None
+                        else outputs.float().cpu().numpy())}
         if "rank" in self.measures:
-            row["effective_rank"] = np.array([measures.layer_effective_rank(found[n]) for n in self.layers])
+            row["effective_rank"] = np.array([
+                measured(f"effective rank of layer {n!r}", lambda n=n: measures.layer_effective_rank(found[n]), ())
+                for n in self.layers])
         if "coi" in self.measures:
-            row["cost_of_identity"] = np.array([measures.layer_cost_of_identity(found[n], self.coi_gamma0)
-                                                for n in self.layers])
+            row["cost_of_identity"] = np.array([
+                measured(f"Cost of Identity of layer {n!r}",
+                         lambda n=n: measures.layer_cost_of_identity(found[n], self.coi_gamma0), ())
+                for n in self.layers])
         if self.labels is not None and "elasticity" in self.measures:
             labels = self.labels.to(device)
-            collapse = np.array([measures.layer_collapse(found[n], labels) for n in self.layers])
+            collapse = np.array([
+                measured(f"neural collapse (NC1) of layer {n!r}",
+                         lambda n=n: measures.layer_collapse(found[n], labels), (2,)) for n in self.layers],
+                dtype=float).reshape(layers, 2)
             row["nc_within_between"], row["nc_etf_distance"] = collapse[:, 0], collapse[:, 1]
         if "two_point" in self.measures:
             assert self.labels is not None
-            targets = torch.nn.functional.one_hot(self.labels, outputs.shape[1]).to(device, outputs.dtype)
-            state = measures.two_point_state(found[self.pair_layer], outputs, self.pairs.to(device), targets)
+            pairs = len(self.pairs)
+
+            def two_point() -> dict[str, np.ndarray]:
+                assert outputs is not None
+                targets = torch.nn.functional.one_hot(self.labels, outputs.shape[1]).to(device, outputs.dtype)
+                return measures.two_point_state(found[self.pair_layer], outputs, self.pairs.to(device), targets)
+
+            state = measured("the two-point state (u, v, w)", two_point, (0,))
+            if isinstance(state, np.ndarray):
+                state = {k: np.full(pairs, np.nan) for k in ("u", "v", "w")}
             row.update({f"pair_{k}": v for k, v in state.items()})
         if "hamiltonian" in self.measures:
-            profile, residual = self._hamiltonian()
-            array = np.array(profile)
+            result = measured("the Hamiltonian", self._hamiltonian, (0,))
+            if isinstance(result, np.ndarray):
+                result = ([(np.nan, np.nan)] * layers, np.nan)
+            profile, residual = result
+            array = np.array(profile, dtype=float)
             row["hamiltonian"], row["momentum_norm"] = array[:, 0], array[:, 1]
             row["stationarity"] = np.array(residual)
+        row["weight_change"] = np.array(measured("the weight movement", self._weight_change, ()))
         gram = None
         if "ntk" in self.measures and (step in self.ntk_schedule if ntk is None else ntk):
-            gram = self._ntk_gram(take(self.x, self.ntk_index.to(device))).double().cpu().numpy()
+            m = len(self.ntk_index)
+            gram = measured("the empirical NTK", lambda: self._ntk_gram(take(self.x, self.ntk_index.to(device)))
+                            .double().cpu().numpy(), (m, m))
             self._ntk.append(gram)
-            self._ntk_steps.append(int(step))
+            self._ntk_steps.append(step)
         self._rows.append(row)
-        self._steps.append(int(step))
-        self._losses.append(float("nan") if loss is None else float(loss))
+        self._steps.append(step)
+        value = measured("the training loss", lambda: float("nan") if loss is None
+                         else float(loss.detach() if isinstance(loss, Tensor) else loss), ())
+        self._losses.append(value)
+        self._failures.extend((step, name) for name in failed)
         self._seconds.append(time.perf_counter() - start)
-        self._latest = self._scalars(row, gram, loss)
+        self._latest = measured("the dashboard scalars", lambda: self._scalars(row, gram, value), (0,))
+        if isinstance(self._latest, np.ndarray):
+            self._latest = {}
         for sink in self.sinks:
-            sink(dict(self._latest), int(step))
+            measured(f"the sink {getattr(sink, '__name__', type(sink).__name__)}",
+                     lambda sink=sink: sink(dict(self._latest), step), ())
+        self.cpu_seconds += time.process_time() - cpu_start
 
-    def _scalars(self, row: dict[str, np.ndarray], gram: np.ndarray | None, loss: float | None) -> dict[str, float]:
+    def _scalars(self, row: dict[str, np.ndarray], gram: np.ndarray | None, loss: float) -> dict[str, float]:
         """The flat scalars of one recording, named ``repdyn/<measure>[/<layer>]``."""
         scalars: dict[str, float] = {}
-        if loss is not None:
+        if not math.isnan(loss):
             scalars["repdyn/train_loss"] = float(loss)
         if self.labels is not None:
             outputs = torch.as_tensor(row["outputs"], dtype=torch.float64)
@@ -631,28 +746,62 @@ class Monitor:
                 "ntk_points": len(self.ntk_index), "coi_gamma0": self.coi_gamma0,
                 "weight_decay": self.weight_decay, "loss_kind": self.loss_kind, "total_steps": self.total_steps,
                 "every_n_steps": self.every_n_steps, "coverage": self.coverage(),
+                "failures": [[step, what] for step, what in self._failures], "nc_pooling": self._pooling(),
                 "parameters": int(sum(p.numel() for p in self.model.parameters()))}
         return Recording(arrays=arrays, meta=meta)
 
-    def save(self, root: str | Path) -> Path:
+    def save(self, root: str | Path) -> Path | None:
         """Write the recording into the result store at ``root`` (``root/monitor/<name>.npz``), atomically;
-        returns its path.
+        returns its path (None, with a :class:`MeasureFailedWarning`, when there is nothing to write or the write
+        fails: saving never raises into the training script).
 
         When the loop's last :meth:`step` was ``total_steps - 1`` (a loop over ``range(total_steps)``), the
-        trained model is recorded first as step ``total_steps`` (:meth:`finish`). If the recording still stops
-        before ``total_steps``, an :class:`IncompleteRecordingWarning` says how much of training it covers."""
-        if (self.total_steps is not None and self._last_seen is not None
-                and self._last_seen >= self.total_steps - 1 and self._steps and self._steps[-1] < self.total_steps):
-            self.finish()
-        recording = self.recording()
-        coverage = recording.meta["coverage"]
-        if coverage is not None and coverage < 1:
-            warnings.warn(IncompleteRecordingWarning(
-                f"repdyn Monitor {self.name!r}: the recording ends at step {self._steps[-1]} of total_steps="
-                f"{self.total_steps} ({100 * coverage:.0f} % of training); the last scheduled step was never "
-                "recorded. Call monitor.step(step) before each update of a loop over range(total_steps) (save() "
-                "then records the end), or monitor.finish() after training."), stacklevel=2)
-        return recording.save(root)
+        trained model is recorded first as step ``total_steps`` (:meth:`finish`). Without ``total_steps`` it is
+        recorded as the step after the last one seen, with an :class:`IncompleteRecordingWarning` saying so. If
+        the recording still stops before ``total_steps``, the same warning says how much of training it covers.
+
+        A default name (no ``name=``) that is taken in ``root`` gets the first free suffix ``-2``, ``-3``, ...;
+        a given name that is taken is overwritten with a warning."""
+        cpu_start = time.process_time()
+        try:
+            if (self.total_steps is not None and self._last_seen is not None
+                    and self._last_seen >= self.total_steps - 1 and self._steps
+                    and self._steps[-1] < self.total_steps):
+                self.finish()
+            elif self.total_steps is None and self._last_seen is not None and self._steps:
+                if self._steps[-1] <= self._last_seen:
+                    self.finish(self._last_seen + 1)
+                warnings.warn(IncompleteRecordingWarning(
+                    f"repdyn Monitor {self.name!r}: total_steps was not given, so the trained model is taken to be "
+                    f"step {self._last_seen + 1} (the step after the last monitor.step) and the fraction of "
+                    "training covered is unknown; pass total_steps= to the Monitor"), stacklevel=2)
+            if not self._rows:
+                raise ValueError("nothing recorded yet: call monitor.step(step) in the training loop")
+            path = Path(root) / STORE_FOLDER / f"{self.name}.npz"
+            if path.exists() and self._default_name:
+                base, k = self.name, 2
+                while (Path(root) / STORE_FOLDER / f"{base}-{k}.npz").exists():
+                    k += 1
+                self.name = f"{base}-{k}"
+            elif path.exists() and self._saved_to != path.resolve():
+                warnings.warn(f"repdyn Monitor: {path} exists and is overwritten by this run's recording (pass "
+                              "another name= to keep both)", stacklevel=2)
+            recording = self.recording()
+            coverage = recording.meta["coverage"]
+            if coverage is not None and coverage < 1:
+                warnings.warn(IncompleteRecordingWarning(
+                    f"repdyn Monitor {self.name!r}: the recording ends at step {self._steps[-1]} of total_steps="
+                    f"{self.total_steps} ({100 * coverage:.0f} % of training); the last scheduled step was never "
+                    "recorded. Call monitor.step(step) before each update of a loop over range(total_steps) "
+                    "(save() then records the end), or monitor.finish() after training."), stacklevel=2)
+            saved = recording.save(root)
+        except Exception as error:  # noqa: BLE001 - the instrument never stops the training it watches
+            warnings.warn(MeasureFailedWarning(f"repdyn Monitor {self.name!r}: save({str(root)!r}) failed "
+                                               f"({type(error).__name__}: {error}); nothing written"), stacklevel=2)
+            return None
+        self._saved_to = saved.resolve()
+        self.cpu_seconds += time.process_time() - cpu_start
+        return saved
 
 
 def _model_device(model: nn.Module) -> torch.device:

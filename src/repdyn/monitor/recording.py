@@ -4,6 +4,8 @@ Arrays (T recorded steps, n probe inputs, C outputs, L layers, P pairs, m NTK po
 its measure was on:
 
 - ``steps`` (T,), ``loss`` (T,) (NaN where none was passed), ``record_seconds`` (T,) time spent recording;
+- ``weight_change`` (T,) the relative movement ‖θ_t − θ₀‖/‖θ₀‖ of the trainable parameters from the Monitor's
+  construction;
 - ``outputs`` (T, n, C) the model's outputs on the probe set; ``labels`` (n,);
 - ``effective_rank``, ``cost_of_identity``, ``hamiltonian`` (−2H/L̃), ``momentum_norm`` (‖B‖_F),
   ``nc_within_between``, ``nc_etf_distance``: (T, L), one value per layer; ``stationarity`` (T,) the stationarity
@@ -55,6 +57,8 @@ class Recording:
     def scalar_table(self) -> pandas.DataFrame:
         """One row per recorded step: steps, loss, record_seconds and every per-layer / per-pair series."""
         table: dict[str, np.ndarray] = {k: self.arrays[k] for k in ("steps", "loss", "record_seconds")}
+        if "weight_change" in self.arrays:
+            table["weight_change"] = self.arrays["weight_change"]
         if "stationarity" in self.arrays:
             table["stationarity_residual"] = self.arrays["stationarity"]
         for key in ("effective_rank", "cost_of_identity", "hamiltonian", "momentum_norm", "nc_within_between",

@@ -2,8 +2,10 @@
 ``steps.parquet`` (the per-step scalars), ``tables.json`` (every table of the report) and ``summary.json`` (the
 summary of :func:`repdyn.monitor.analysis.analyze`), each written atomically.
 
-One recording gives its report; several (``repdyn analyze a.npz b.npz ...``) give one report that opens with the
-runs overlaid and a table of their end values, followed by each run's sections (``steps.csv`` etc. then hold every
+The report is short by default: each section shows its first reading, every warning and its figures; the other
+readings, the notes and every table are folded (``<details>``). One recording gives its report; several
+(``repdyn analyze a.npz b.npz ...``) give one report that opens with the runs overlaid and a table of their
+regimes and end values, followed by each run's sections (``steps.csv`` etc. then hold every
 run, with a ``run`` column).
 
 The page shares the experiments' report stylesheet (``templates/_style.html``) and template environment.
@@ -19,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import repdyn
-from repdyn.monitor.analysis import Analysis, Section, analyze, compare
+from repdyn.monitor.analysis import Analysis, Section, analyze_one, compare
 from repdyn.monitor.recording import Recording, load_recording
 from repdyn.report.render import ENVIRONMENT, write_table
 from repdyn.runtime.atomic import atomic_write_text
@@ -38,9 +40,13 @@ def _jsonable(value: object) -> object:
 
 
 def _section(s: Section, prefix: str = "", run: str | None = None) -> dict[str, object]:
+    """The section as the template reads it: its first reading and every warning shown, the other readings, the
+    notes and the tables folded."""
+    shown = [v for i, v in enumerate(s.verdicts) if i == 0 or v[0] == "warn"]
+    more = [v for i, v in enumerate(s.verdicts) if not (i == 0 or v[0] == "warn")]
     return {"key": prefix + s.key, "title": s.title, "source": s.source, "text": s.text, "tables": s.tables,
-            "notes": s.notes, "verdicts": s.verdicts, "run": run,
-            "figures": [(n, base64.b64encode(png).decode()) for n, png in s.figures.items()]}
+            "notes": s.notes, "verdicts": shown, "more": more, "run": run,
+            "figures": [(n, base64.b64encode(png).decode()) for n, png in s.figures.items() if png]}
 
 
 def _labels(recordings: list[Recording], sources: list[str]) -> list[str]:
@@ -68,8 +74,27 @@ def write_monitor_report(recording: RecordingLike | Sequence[RecordingLike], out
             sources.append(str(Path(item).resolve()))
             recordings.append(load_recording(item))
     out = Path(out)
+    analyses: list[Analysis] = [analyze_one(r, figures=True) for r in recordings]
+    created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
-    analyses: list[Analysis] = [analyze(r) for r in recordings]
+    try:
+        return _write(recordings, sources, analyses, out)
+    except BaseException:
+        if created and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()  # never leave an empty report folder behind
+        raise
+
+
+def _comparison(labels: list[str], recordings: list[Recording], analyses: list[Analysis]) -> dict[str, object]:
+    try:
+        return _section(compare(list(zip(labels, recordings, analyses))))
+    except Exception as error:  # noqa: BLE001 - the runs' own sections are still written
+        return _section(Section("comparison", f"Comparison of {len(recordings)} runs", "all recordings",
+                                "", verdicts=[("warn", f"the comparison could not be computed "
+                                                       f"({type(error).__name__}: {error})")]))
+
+
+def _write(recordings: list[Recording], sources: list[str], analyses: list[Analysis], out: Path) -> Path:
     labels = _labels(recordings, sources)
     single = len(recordings) == 1
     if single:
@@ -87,7 +112,7 @@ def write_monitor_report(recording: RecordingLike | Sequence[RecordingLike], out
     summaries = {label: _jsonable(a.summary) for label, a in zip(labels, analyses)}
     atomic_write_text(out / "summary.json", json.dumps(summaries[labels[0]] if single else summaries, indent=1,
                                                        ensure_ascii=False))
-    comparison = None if single else _section(compare(list(zip(labels, recordings, analyses))))
+    comparison = None if single else _comparison(labels, recordings, analyses)
     runs = []
     for i, (label, rec, analysis, source) in enumerate(zip(labels, recordings, analyses, sources)):
         prefix = "" if single else f"run{i + 1}-"
@@ -96,7 +121,7 @@ def write_monitor_report(recording: RecordingLike | Sequence[RecordingLike], out
         runs.append({"label": label, "meta": meta, "source": source, "steps": rec.steps.tolist(),
                      "record_seconds": float(rec["record_seconds"].sum()), "prefix": prefix,
                      "verdicts": [(level, text) for key, level, text in analysis.verdicts if key == "run"],
-                     "omitted": analysis.omitted, "sections": run_sections,
+                     "omitted": analysis.omitted, "failed": analysis.failed, "sections": run_sections,
                      "coverage": meta.get("coverage"), "total_steps": meta.get("total_steps")})
     title = (f"repdyn monitor: {recordings[0].meta['name']}" if single
              else f"repdyn monitor: {len(recordings)} runs ({', '.join(labels)})")

@@ -324,3 +324,91 @@ def fit(model: LeakyResNet, x: Tensor, y: Tensor, lam: float, plan: TrainingPlan
         checkpoints.save(slot, {"result": result, "weight": model.weight.detach().clone(), "rho": model.rho.clone()})
     return result
 
+
+
+
+def median_stationarity(model: LeakyResNet, grad: Tensor, lam: float) -> Tensor:
+    """Per member, the median over layers of ``r_l = ||W_l - L~ B_l sigma(A_{l-1})^T|| / ||W_l||`` from the
+    objective's gradient: ``dObj/dW_l = rho_l lambda / L~ (W_l - L~ B_l sigma^T)`` (:func:`objective_gradient`), so
+    ``r_l = L~ ||dObj/dW_l|| / (lambda rho_l ||W_l||)``, the residual of
+    :func:`repdyn.theory.leaky_resnet.stationarity_residual` without a second backward pass."""
+    norms = torch.linalg.vector_norm(grad, dim=(-2, -1)) / torch.linalg.vector_norm(model.weight.detach(), dim=(-2, -1))
+    return (norms * model.ltilde[:, None] / (lam * model.rho)).median(-1).values
+
+
+def lbfgs_finish(model: LeakyResNet, x: Tensor, y: Tensor, lam: float, iterations: int, tolerance: float = 0.0,
+                 history_size: int = 50, chunk: int = 10) -> dict[str, np.ndarray]:
+    """Full-batch L-BFGS (strong-Wolfe line search) on each member's training objective in turn, the steps
+    ``rho`` frozen: a finish after :func:`fit` towards a critical point of the objective (the state the
+    Hamiltonian claims of seed 002 are about), in the model's dtype and on its device.
+
+    Each member gets its own optimiser (members are independent; one line search over their sum would tie their
+    step lengths together) and at most ``iterations`` iterations, in chunks of ``chunk``; after each chunk the
+    member's median stationarity residual (:func:`median_stationarity`) is computed, and the member stops once it
+    is at most ``tolerance`` (the usual gradient-norm stopping rule, on the residual's scale; 0: never). The
+    gradient is :func:`objective_gradient`'s. Checkpoints between chunks (:mod:`repdyn.nn.checkpoint`) let a killed
+    run resume bit for bit. Returns per member ``objective`` and ``residual`` (start, end) and ``iterations`` used.
+    """
+    if iterations < 0 or chunk < 1 or history_size < 1 or tolerance < 0:
+        raise ValueError(f"iterations={iterations}, chunk={chunk}, history_size={history_size}, tolerance="
+                         f"{tolerance}: need iterations, tolerance >= 0 and chunk, history_size >= 1")
+    if not lam > 0:
+        raise ValueError(f"lam={lam!r} is not allowed: must be > 0")
+    target = y.T.to(model.weight.dtype)
+    with torch.no_grad():
+        a0 = model.input_representation(x)
+    record = {"objective": np.full((model.members, 2), np.nan), "residual": np.full((model.members, 2), np.nan),
+              "iterations": np.zeros(model.members, dtype=np.int64)}
+    checkpoints = checkpoint.current()
+    slot = checkpoints.next_loop() if checkpoints is not None else -1
+    saved = checkpoints.load(slot) if checkpoints is not None else None
+    first_member, state = 0, None
+    if saved is not None:
+        with torch.no_grad():
+            model.weight.copy_(saved["weight"])
+        record = saved["record"]
+        if saved.get("done"):
+            return record
+        first_member, state = saved["member"], saved["optimizer"]
+    for k in range(first_member, model.members):
+        single = LeakyResNet(model.weight.detach()[k:k + 1].clone(), model.rho[k:k + 1], model.ltilde[k:k + 1],
+                             model.u_in[k:k + 1], model.u_out[k:k + 1])
+        optimiser = torch.optim.LBFGS([single.weight], lr=1, max_iter=chunk, history_size=history_size,
+                                      line_search_fn="strong_wolfe", tolerance_grad=0, tolerance_change=0)
+        workspace: dict[str, Tensor] = {}
+
+        def closure(single=single, k=k, workspace=workspace) -> Tensor:
+            objective, _, grad, _ = objective_gradient(single, a0[k:k + 1], target, lam, workspace=workspace)
+            check_finite(objective, k, "objective")
+            single.weight.grad = grad.clone()
+            return objective.sum()
+
+        def measure(single=single, k=k, workspace=workspace) -> tuple[float, float]:
+            objective, _, grad, _ = objective_gradient(single, a0[k:k + 1], target, lam, workspace=workspace)
+            return float(objective.sum()), float(median_stationarity(single, grad, lam)[0])
+
+        if k == first_member and state is not None:
+            optimiser.load_state_dict(state["lbfgs"])
+            done, (obj, res) = state["done"], measure()
+        else:
+            done, (obj, res) = 0, measure()
+            record["objective"][k, 0], record["residual"][k, 0] = obj, res
+        while done < iterations and res > tolerance:
+            if checkpoints is not None and checkpoints.due() and not (k == first_member and state is not None
+                                                                     and done == state["done"]):
+                with torch.no_grad():
+                    model.weight[k].copy_(single.weight[0])
+                checkpoints.save(slot, {"member": k, "optimizer": {"lbfgs": optimiser.state_dict(), "done": done},
+                                        "weight": model.weight.detach().clone(),
+                                        "record": {key: value.copy() for key, value in record.items()}})
+            optimiser.param_groups[0]["max_iter"] = min(chunk, iterations - done)
+            optimiser.step(closure)
+            done += optimiser.param_groups[0]["max_iter"]
+            obj, res = measure()
+            report(k * iterations + done, model.members * iterations, obj)
+        record["objective"][k, 1], record["residual"][k, 1], record["iterations"][k] = obj, res, done
+        with torch.no_grad():
+            model.weight[k].copy_(single.weight[0])
+    if checkpoints is not None and checkpoints.due():
+        checkpoints.save(slot, {"done": True, "weight": model.weight.detach().clone(), "record": record})
+    return record

@@ -7,7 +7,8 @@ Two exact methods, chosen per parameter (``method="auto"``):
   the layer input a, so the layer contributes (δ_a(x)·δ_b(x'))·(a(x)·a(x') + 1) (the 1 from the bias) without
   ever forming a Jacobian: O(p²(d_in + d_out)) work and O(p(d_in + d_out)) memory per layer.
 - every other parameter: per-sample Jacobians from ``torch.func`` (``jacrev`` under ``vmap`` over chunks of
-  inputs), flattened to (p·d_out, P) and contracted with one GEMM when the whole Jacobian fits in
+  inputs; where vmap cannot trace the forward pass, e.g. data-dependent control flow on an attention mask, one
+  ``jacrev`` per input), flattened to (p·d_out, P) and contracted with one GEMM when the whole Jacobian fits in
   ``max_jacobian_bytes`` (p = 2048 inputs of a 10⁵-parameter model need 0.8 GiB in float32); otherwise block
   by block, caching Jacobian chunks up to that size and recomputing the rest, in buffers allocated once, so
   memory stays bounded (also under glibc's dynamic mmap threshold).
@@ -79,10 +80,23 @@ def jacobian_fn(model: nn.Module, params: Iterable[str] | None = None, forward: 
     def single(p: dict[str, Tensor], xi: Batch) -> Tensor:
         return functional_call(target, (p, frozen), (unsqueeze(xi),)).reshape(-1)
 
-    per_sample = vmap(jacrev(single), in_dims=(None, 0))
+    vmapped = vmap(jacrev(single), in_dims=(None, 0))
+    one = jacrev(single)
+    traced = [True]  # False once vmap failed to trace the forward pass: then one input at a time
+
+    def per_sample(chunk: Batch) -> dict[str, Tensor]:
+        if traced[0]:
+            try:
+                return vmapped(wrt, chunk)
+            except RuntimeError as error:
+                if "vmap" not in str(error):
+                    raise
+                traced[0] = False  # data-dependent control flow (e.g. an attention mask checked for padding)
+        rows = [one(wrt, take(chunk, i)) for i in range(batch_length(chunk))]
+        return {k: torch.stack([r[k] for r in rows]) for k in rows[0]}
 
     def jac(chunk: Batch, out: Tensor | None = None) -> Tensor:
-        blocks = [b.reshape(b.shape[0], b.shape[1], -1) for b in per_sample(wrt, chunk).values()]  # 0-dim too
+        blocks = [b.reshape(b.shape[0], b.shape[1], -1) for b in per_sample(chunk).values()]  # 0-dim too
         if out is None:
             return torch.cat(blocks, dim=2)
         offset = 0

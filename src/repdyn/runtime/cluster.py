@@ -34,6 +34,7 @@ from repdyn.runtime.tasks import Task, TaskFailed, execute_task
 RETRIES = 1
 CONNECT_TIMEOUT_S = 20
 STORE_ID_FILE = ".repdyn-store-id"
+SCHEMES = ("tcp", "tls", "ws", "wss", "ucx", "inproc")  # Dask's address schemes
 
 
 def parse_cluster(address: str) -> tuple[str, int | None]:
@@ -43,9 +44,29 @@ def parse_cluster(address: str) -> tuple[str, int | None]:
         if not count.isdigit() or int(count) < 1:
             raise ConfigError(f"--cluster {address!r}: write local:N with N >= 1 workers")
         return "local", int(count)
-    if "://" not in address:
+    scheme, separator, location = address.partition("://")
+    if not separator or not location:
         raise ConfigError(f"--cluster {address!r} is not a scheduler address (tcp://host:8786) or local:N")
+    if scheme not in SCHEMES:
+        raise ConfigError(f"--cluster {address!r}: unknown scheme {scheme!r}: a Dask scheduler address starts with "
+                          f"{', '.join(s + '://' for s in SCHEMES)}")
     return address, None
+
+
+def check_reachable(address: str) -> None:
+    """A scheduler at a ``tcp``/``tls``/``ws``/``wss`` address must accept a connection (checked before anything
+    is written)."""
+    scheme, _, location = address.partition("://")
+    if scheme not in ("tcp", "tls", "ws", "wss"):
+        return
+    host, _, port = location.split("/")[0].rpartition(":")
+    if not port.isdigit():
+        raise ConfigError(f"--cluster {address!r}: give the scheduler's port ({scheme}://host:8786)")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as err:
+        raise ConfigError(f"--cluster {address!r}: no Dask scheduler answered ({err.strerror or err}); start one "
+                          f"with `dask scheduler`") from None
 
 
 def store_id(root: str | os.PathLike[str]) -> str:
@@ -67,14 +88,6 @@ def _shares_store(root: str, expected_id: str) -> bool:
         return False
 
 
-def _worker_threads() -> int:
-    """Torch threads for a task on a remote worker: the worker's cores split between its task threads."""
-    from dask.distributed import get_worker
-
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1, cores // max(1, get_worker().state.nthreads))
-
-
 def run_on_worker(task: Task, expected_store_id: str) -> tuple[str, bytes | None, str]:
     """Run one task on a Dask worker: (status, the stored file when the worker does not share the store, detail).
 
@@ -83,8 +96,6 @@ def run_on_worker(task: Task, expected_store_id: str) -> tuple[str, bytes | None
     """
     if task.device == "cuda" and not torch.cuda.is_available():
         return "failed", None, f"--device cuda: the Dask worker on {socket.gethostname()} has no CUDA device"
-    if not task.threads:
-        task = replace(task, threads=_worker_threads())
     shared = _shares_store(task.store_root, expected_store_id)
     if not shared:
         local_root = Path(tempfile.gettempdir()) / "repdyn-worker-stores" / expected_store_id
@@ -94,7 +105,7 @@ def run_on_worker(task: Task, expected_store_id: str) -> tuple[str, bytes | None
     except TaskFailed as err:
         cause = err.__cause__ or err
         return "failed", None, "".join(traceback.format_exception_only(type(cause), cause)).strip()
-    data = None if shared else ResultStore(task.store_root).path(task.folder, task.key).read_bytes()
+    data = None if shared else ResultStore(task.store_root, keyed=True).path(task.folder, task.key).read_bytes()
     return status, data, ""
 
 
@@ -116,8 +127,6 @@ def run_on_cluster(tasks: Sequence[Task], address: str, on_done: Callable[[Task,
         if kind == "local":
             cluster = stack.enter_context(LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                                        dashboard_address=None))
-            threads = max(1, (os.cpu_count() or 1) // workers)
-            tasks = [replace(task, threads=threads) for task in tasks]
             client = stack.enter_context(Client(cluster))
         else:
             try:
@@ -138,7 +147,7 @@ def run_on_cluster(tasks: Sequence[Task], address: str, on_done: Callable[[Task,
                 raise TaskFailed(task, detail)
             if data is not None:
                 try:
-                    ResultStore(task.store_root).write_bytes(task.folder, task.key, data)
+                    ResultStore(task.store_root, keyed=True).write_bytes(task.folder, task.key, data)
                 except CorruptRun as err:
                     raise TaskFailed(task, f"its result came back damaged from the worker ({err.reason})") from None
             on_done(task, status)

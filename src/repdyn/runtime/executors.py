@@ -1,12 +1,15 @@
 """Executors: run independent tasks in this process, in local worker processes (loky), or on a Dask cluster.
 
 Every executor writes results through the store inside the task itself, so an interrupted sweep loses only the
-runs in flight, and a resumed one computes only the missing runs.
+runs in flight, and a resumed one computes only the missing runs. A local worker process watches its parent and
+exits when the parent is gone (killed, even by SIGKILL), so no orphaned worker computes on.
 """
 
 from __future__ import annotations
 
 import os
+import threading
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
@@ -20,6 +23,20 @@ FollowUp = Callable[[], Any]  # picklable: a functools.partial of a module-level
 # the thread pools a worker process limits to its share of the cores (joblib's loky backend limits the same)
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS",
                "VECLIB_MAXIMUM_THREADS", "NUMBA_NUM_THREADS", "NUMEXPR_NUM_THREADS")
+
+
+PARENT_POLL_S = 0.5
+
+
+def _exit_with_parent(parent: int) -> None:
+    """Worker initialiser: a daemon thread that ends this process once its parent has died (it is re-parented)."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="repdyn-parent-watch", daemon=True).start()
 
 
 def threads_per_job(jobs: int) -> int:
@@ -57,7 +74,8 @@ def run_local(tasks: Sequence[Task], jobs: int, on_done: OnDone, *, first: Seque
     from joblib.externals.loky import ProcessPoolExecutor
 
     threads = str(threads_per_job(jobs))
-    executor = ProcessPoolExecutor(max_workers=jobs, env={var: os.environ.get(var, threads) for var in THREAD_VARS})
+    executor = ProcessPoolExecutor(max_workers=jobs, env={var: os.environ.get(var, threads) for var in THREAD_VARS},
+                                   initializer=_exit_with_parent, initargs=(os.getpid(),))
     waiting, ready = deque(tasks), deque(first)
     running: dict[Future, Task | None] = {}  # None: a follow-up
     try:

@@ -8,12 +8,15 @@ run instead (:func:`showing`), in the process that runs it.
 
 from __future__ import annotations
 
+import collections
 import math
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
+from pathlib import Path
 from typing import Any, TextIO
 
 import torch
@@ -105,3 +108,17 @@ def watching(name: str, every: float) -> Iterator[Callable[[str], None]]:
     log.start()
     with reporting(log):
         yield log.end
+
+
+@contextmanager
+def collecting_warnings() -> Iterator[list[str]]:
+    """Collect the Python warnings raised inside (numpy's "All-NaN slice", matplotlib's log-scale notices, ...)
+    into the yielded list, one line per distinct warning with its count, instead of letting them reach the terminal:
+    the report shows them beside the run or analysis that raised them."""
+    found: list[str] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield found
+    counts = collections.Counter(f"{w.category.__name__}: {w.message} ({Path(w.filename).name}:{w.lineno})"
+                                 for w in caught)
+    found.extend(f"{text} ×{n}" if n > 1 else text for text, n in counts.items())

@@ -29,7 +29,8 @@ from repdyn.experiments.config import ConfigError, apply_overrides, from_dict, r
 from repdyn.experiments.verdicts import evaluate, skip
 from repdyn.runtime import registry
 from repdyn.runtime.atomic import atomic_write_text
-from repdyn.runtime.executors import check_executor, run_local, run_tasks, threads_per_job
+from repdyn.runtime.executors import run_local, run_tasks
+from repdyn.runtime.progress import collecting_warnings
 from repdyn.runtime.store import ResultStore, StoredRun, derive_seed, run_key
 from repdyn.runtime.tasks import Task, execute_task
 
@@ -66,7 +67,7 @@ class Plan:
 
     @property
     def store(self) -> ResultStore:
-        return ResultStore(self.out / "runs")
+        return ResultStore(self.out / "runs", keyed=True)
 
 
 @dataclass
@@ -84,6 +85,8 @@ class ExperimentOutcome:
     runs: list[dict[str, Any]]  # label, status, seconds, step
     notes: str = ""
     errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    """Python warnings raised by its runs and its analysis (collected here, not printed)."""
     analysis_seconds: float = 0.0
     """CPU-seconds of this process spent reading the stored runs, analysing them and drawing the figures."""
 
@@ -149,8 +152,8 @@ def _prepare(experiment: Experiment, config: Any) -> str | None:
         raise ConfigError(f"{experiment.name}: {err}") from None
 
 
-def _variant_tasks(plan_: Plan, item: PlannedExperiment, config: Any, jobs: int,
-                   progress_every: float = 0.0, checkpoint_every: float = 0.0) -> list[Task]:
+def _variant_tasks(plan_: Plan, item: PlannedExperiment, config: Any,
+                   progress_every: float = 0.0, checkpoint_every: float = 0.0, variant: str = "") -> list[Task]:
     as_dict, keyed = to_dict(config), run_dict(config)
     tasks = []
     for run in item.experiment.runs(config):
@@ -161,12 +164,12 @@ def _variant_tasks(plan_: Plan, item: PlannedExperiment, config: Any, jobs: int,
         params = dict(run.params)
         key = run_key(owner, {} if run.shared else keyed, run.label, params, seed, plan_.device)
         tasks.append(Task(item.name, as_dict, run.label, params, seed, plan_.device, key, str(plan_.store.root),
-                          threads=threads_per_job(jobs) if jobs > 1 else 0, progress_every=progress_every,
-                          checkpoint_every=checkpoint_every, shared=run.shared))
+                          progress_every=progress_every, checkpoint_every=checkpoint_every, shared=run.shared,
+                          variant=variant))
     return tasks
 
 
-def tasks_for(plan_: Plan, jobs: int = 1, progress_every: float = 0.0, checkpoint_every: float = 0.0) -> list[Task]:
+def tasks_for(plan_: Plan, progress_every: float = 0.0, checkpoint_every: float = 0.0) -> list[Task]:
     """Every run of the plan, the negative controls' runs included (a run two variants or two experiments share
     appears once);
     ``progress_every`` > 0 makes each run log its progress that often, ``checkpoint_every`` > 0 checkpoint its
@@ -175,8 +178,9 @@ def tasks_for(plan_: Plan, jobs: int = 1, progress_every: float = 0.0, checkpoin
     for item in plan_.experiments:
         if item.skip_reason is not None:
             continue
-        for _, config in item.variants():
-            for task in _variant_tasks(plan_, item, config, jobs, progress_every, checkpoint_every):
+        for control, config in item.variants():
+            variant = "" if control is None else control.description
+            for task in _variant_tasks(plan_, item, config, progress_every, checkpoint_every, variant):
                 tasks.setdefault(task.key, task)
     return list(tasks.values())
 
@@ -198,25 +202,34 @@ def load_plan(out: str | os.PathLike[str], only: str | None = None) -> Plan:
     path = Path(out) / MANIFEST
     if not path.is_file():
         raise ConfigError(f"{out}: no {MANIFEST} here; give the folder a `repdyn reproduce --out` wrote")
-    manifest = json.loads(path.read_text())
     planned = []
-    for name, config in manifest["experiments"].items():
-        if only is not None and name != only:
-            continue
-        experiment = registry.get(name)
-        config = from_dict(experiment.Config, config)
-        planned.append(PlannedExperiment(experiment, config, _prepare(experiment, config)))
-    return Plan(tuple(planned), manifest["scale"], manifest["seed"], manifest["device"], Path(out))
+    try:
+        manifest = json.loads(path.read_text())
+        for name, config in manifest["experiments"].items():
+            if only is not None and name != only:
+                continue
+            experiment = registry.get(name)
+            config = from_dict(experiment.Config, config)
+            planned.append(PlannedExperiment(experiment, config, _prepare(experiment, config)))
+        return Plan(tuple(planned), manifest["scale"], manifest["seed"], manifest["device"], Path(out))
+    except ConfigError:
+        raise
+    except (ValueError, KeyError, TypeError, AttributeError) as err:  # not JSON, or not the fields repdyn writes
+        raise ConfigError(f"{path} is damaged or not written by repdyn ({type(err).__name__}: {err}); run `repdyn "
+                          f"reproduce --out {out}` again to rewrite it") from None
 
 
 def _todo(plan_: Plan, jobs: int, cluster: str | None, force: bool, on_start: Callable[[int, int], None],
           progress_every: float, checkpoint_every: float) -> list[Task]:
-    """Validate the executor, write the manifest and return the tasks whose runs are not stored yet."""
-    check_executor(jobs, cluster)
+    """Check what can be checked before writing (:func:`~repdyn.runtime.preflight.preflight`), write the manifest and
+    return the tasks whose runs are not stored yet."""
+    from repdyn.runtime.preflight import preflight
+
+    preflight(plan_, jobs, cluster)
     write_manifest(plan_)
     store = plan_.store
     store.clean_temporaries()
-    tasks = tasks_for(plan_, jobs, progress_every, checkpoint_every)
+    tasks = tasks_for(plan_, progress_every, checkpoint_every)
     if force:
         for task in tasks:
             store.remove(task.folder, task.key)
@@ -273,7 +286,7 @@ def _keys_read(plan_: Plan, item: PlannedExperiment) -> set[str]:
     """The keys of every run the experiment's analysis reads (its controls' and the shared runs it declares)."""
     if item.skip_reason is not None:
         return set()
-    return {task.key for _, config in item.variants() for task in _variant_tasks(plan_, item, config, 1)}
+    return {task.key for _, config in item.variants() for task in _variant_tasks(plan_, item, config)}
 
 
 def figure_png(figure: Any) -> bytes:
@@ -320,8 +333,10 @@ def _analyse_named(out: str, name: str, recompute: bool) -> ExperimentOutcome:
 
 def _analyse_item(plan_: Plan, item: PlannedExperiment, recompute: bool) -> ExperimentOutcome:
     start = time.process_time()
-    outcome = _outcome_of(plan_, item, recompute)
-    return dataclasses.replace(outcome, analysis_seconds=time.process_time() - start)
+    with collecting_warnings() as caught:
+        outcome = _outcome_of(plan_, item, recompute)
+    return dataclasses.replace(outcome, analysis_seconds=time.process_time() - start,
+                               warnings=[*outcome.warnings, *(f"analysis: {text}" for text in caught)])
 
 
 def _outcome_of(plan_: Plan, item: PlannedExperiment, recompute: bool) -> ExperimentOutcome:
@@ -337,7 +352,7 @@ def _outcome_of(plan_: Plan, item: PlannedExperiment, recompute: bool) -> Experi
 
 def _stored(plan_: Plan, item: PlannedExperiment, config: Any, recompute: bool) -> dict[str, StoredRun]:
     return {task.label: stored_run(plan_, task, recompute=recompute)
-            for task in _variant_tasks(plan_, item, config, 1)}
+            for task in _variant_tasks(plan_, item, config)}
 
 
 @dataclass
@@ -408,5 +423,8 @@ def _analyse_one(experiment: Experiment, variants: Sequence[tuple[Control | None
                   "seconds": run.meta.get("seconds"), "cpu_seconds": run.meta.get("cpu_seconds"),
                   "step": run.meta.get("step")}
                  for label, run in control_stored.items()]
+    run_warnings = [f"run {label}: {text}" for label, run in stored.items() for text in run.meta.get("warnings", ())]
+    run_warnings += [f"run {label} [control: {control.description}]: {text}" for control, _, control_stored in controls
+                     for label, run in control_stored.items() for text in run.meta.get("warnings", ())]
     return ExperimentOutcome(experiment.name, experiment.title, experiment.paper, experiment.source,
-                             to_dict(config), claims, figures, metrics, runs, notes, errors)
+                             to_dict(config), claims, figures, metrics, runs, notes, errors, run_warnings)

@@ -7,10 +7,14 @@ and renamed into place, so a killed run or a full disk never leaves a file that 
 A diverged run is stored too (status "diverged" with the step), so a resumed reproduction does not retry it.
 
 Integrity: the run's metadata carries the SHA-256 of its arrays and of the rest of its metadata
-(:func:`content_checksum`). A run that cannot be read (truncated, not a zip, a partial copy) or whose checksum does
-not match (bit rot, an edited array) is :class:`CorruptRun`; :meth:`ResultStore.verified` moves it to
-``<root>/.quarantine/<experiment>/`` with a one-line warning (logger ``repdyn``) and reports it missing, so it is
-recomputed.
+(:func:`content_checksum`) and, in a store of runs (``keyed``), the inputs its key hashes (:func:`key_inputs`). A run
+that cannot be read (truncated, not a zip, a partial copy), whose checksum does not match (bit rot, an edited array)
+or whose key inputs do not hash to the key it is stored under (another run's file copied over it) is
+:class:`CorruptRun`; :meth:`ResultStore.verified` moves it to ``<root>/.quarantine/<experiment>/`` with a one-line
+warning (logger ``repdyn``) and reports it missing, so it is recomputed. Files are read with ``allow_pickle=False``:
+nothing in a store is code. A run's checkpoint ``<key>.ckpt`` (:mod:`repdyn.nn.checkpoint`) is checked the same way
+when its run resumes and by :meth:`ResultStore.verify`. A corrupt file that cannot be moved (a read-only or
+immutable file) raises :class:`~repdyn.runtime.atomic.WriteError` naming it.
 
 Concurrency: :meth:`ResultStore.lock` is a file lock per run (``<root>/.locks/<experiment>/<key>.lock``). A run is
 computed, written, quarantined or forced away only under its lock, so two reproductions on one folder never compute
@@ -26,7 +30,7 @@ import logging
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +38,7 @@ import numpy as np
 from filelock import FileLock, Timeout
 
 import repdyn
-from repdyn.runtime.atomic import TEMP_PREFIX, atomic_write
+from repdyn.runtime.atomic import TEMP_PREFIX, WriteError, atomic_write
 
 _META = "__meta__"
 CHECKSUM = "checksum"
@@ -43,12 +47,23 @@ LOCKS = ".locks"
 log = logging.getLogger("repdyn")
 
 
+def key_inputs(experiment: str, config: Mapping[str, Any], label: str, params: Mapping[str, Any], seed: int,
+               device: str) -> dict[str, Any]:
+    """Everything a run's result depends on, as JSON reads it back (a stored run's metadata carries it)."""
+    payload = {"experiment": experiment, "config": config, "label": label, "params": params, "seed": seed,
+               "device": device, "version": repdyn.__version__}
+    return json.loads(json.dumps(payload, sort_keys=True, default=str))
+
+
+def key_of(inputs: Mapping[str, Any]) -> str:
+    """The run key: a content hash of :func:`key_inputs`."""
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()[:24]
+
+
 def run_key(experiment: str, config: Mapping[str, Any], label: str, params: Mapping[str, Any], seed: int,
             device: str) -> str:
     """Content hash of everything a run's result depends on."""
-    payload = {"experiment": experiment, "config": config, "label": label, "params": params, "seed": seed,
-               "device": device, "version": repdyn.__version__}
-    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:24]
+    return key_of(key_inputs(experiment, config, label, params, seed, device))
 
 
 def derive_seed(base_seed: int, experiment: str, label: str) -> int:
@@ -116,8 +131,19 @@ def _serialise(result: Mapping[str, Any], meta: Mapping[str, Any]) -> dict[str, 
     return arrays
 
 
-def _parse(source: Path | io.BytesIO, name: Path) -> StoredRun:
-    """Read and verify a stored run; raises CorruptRun (FileNotFoundError when there is no file)."""
+def _check_key(meta: Mapping[str, Any], name: Path) -> None:
+    """A stored run's key inputs must hash to the key it is stored under, in its experiment's folder."""
+    inputs = meta.get("key")
+    if not isinstance(inputs, dict):
+        raise CorruptRun(name, "its metadata does not record the inputs of its key")
+    if key_of(inputs) != name.stem or inputs.get("experiment") != name.parent.name:
+        raise CorruptRun(name, f"it is the run {inputs.get('experiment')}/{key_of(inputs)} (label "
+                               f"{inputs.get('label')!r}, seed {inputs.get('seed')}), stored under another run's key")
+
+
+def _parse(source: Path | io.BytesIO, name: Path, keyed: bool = False) -> StoredRun:
+    """Read and verify a stored run (with ``keyed``, its key too); raises CorruptRun (FileNotFoundError when there
+    is no file)."""
     try:
         with np.load(source, allow_pickle=False) as data:
             if _META not in data.files:
@@ -132,17 +158,37 @@ def _parse(source: Path | io.BytesIO, name: Path) -> StoredRun:
         raise CorruptRun(name, "it carries no checksum")
     if content_checksum(arrays, meta) != meta[CHECKSUM]:
         raise CorruptRun(name, "its content does not match its checksum")
+    if keyed:
+        _check_key(meta, name)
     result = {key: _decode(array) for key, array in arrays.items()}
     meta = {k: v for k, v in meta.items() if k != CHECKSUM}  # the store's own field: callers get what they wrote
     return StoredRun(status=meta.get("status", "ok"), result=result, meta=meta)
 
 
+@dataclass
+class Verification:
+    """What :meth:`ResultStore.verify` found: intact runs and checkpoints, where it moved the corrupt ones, and the
+    corrupt ones it could not move (with why)."""
+
+    runs: int = 0
+    checkpoints: int = 0
+    quarantined: list[Path] = field(default_factory=list)
+    unmovable: list[str] = field(default_factory=list)
+
+
 class ResultStore:
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    """``keyed``: a store of runs, whose metadata must carry the inputs of their keys (:func:`key_inputs`); other
+    stores (monitor recordings) name their files freely."""
+
+    def __init__(self, root: str | os.PathLike[str], *, keyed: bool = False) -> None:
         self.root = Path(root)
+        self.keyed = keyed
 
     def path(self, experiment: str, key: str) -> Path:
         return self.root / experiment / f"{key}.npz"
+
+    def checkpoint_path(self, experiment: str, key: str) -> Path:
+        return self.root / experiment / f"{key}.ckpt"
 
     def has(self, experiment: str, key: str) -> bool:
         """Whether a file is stored (unverified; see :meth:`verified`)."""
@@ -166,7 +212,10 @@ class ResultStore:
             lock.release()
 
     def write(self, experiment: str, key: str, result: Mapping[str, Any], meta: Mapping[str, Any]) -> Path:
-        """Atomically write a run (temp file + rename) with its checksum in its metadata."""
+        """Atomically write a run (temp file + rename) with its checksum in its metadata; in a keyed store its
+        metadata's ``key`` (:func:`key_inputs`) must hash to ``key``."""
+        if self.keyed and (not isinstance(meta.get("key"), Mapping) or key_of(meta["key"]) != key):
+            raise ValueError(f"run {experiment}/{key}: its metadata's key inputs do not hash to its key")
         arrays = _serialise(result, meta)
         return atomic_write(self.path(experiment, key), lambda handle: np.savez(handle, **arrays))
 
@@ -174,14 +223,14 @@ class ResultStore:
         """Atomically store a run file produced elsewhere (e.g. by a Dask worker without this file system), after
         checking it (raises CorruptRun for bytes damaged on the way)."""
         path = self.path(experiment, key)
-        _parse(io.BytesIO(data), path)
+        _parse(io.BytesIO(data), path, self.keyed)
         with self.lock(experiment, key):
             return atomic_write(path, lambda handle: handle.write(data))
 
     def read(self, experiment: str, key: str) -> StoredRun:
         """The stored run, checked against its checksum. Raises CorruptRun, or FileNotFoundError when absent."""
         path = self.path(experiment, key)
-        return _parse(path, path)
+        return _parse(path, path, self.keyed)
 
     def verified(self, experiment: str, key: str, *, locked: bool = False) -> StoredRun | None:
         """The stored run, or None when there is none or it was corrupt (then it is quarantined, with a warning).
@@ -200,29 +249,71 @@ class ResultStore:
         with self.lock(experiment, key):  # another process may have replaced it meanwhile: look again
             return self.check(experiment, key, locked=True)
 
-    def verify(self) -> tuple[int, list[Path]]:
-        """Check every stored run against its checksum, quarantining the corrupt ones: (how many are intact,
-        where the quarantined ones went)."""
-        intact, quarantined = 0, []
+    def verify(self) -> Verification:
+        """Check every stored run (checksum, and key in a keyed store) and every checkpoint, quarantining the
+        corrupt ones."""
+        found = Verification()
         for experiment, key in list(self.stored_keys()):
-            run, moved = self.check(experiment, key)
-            intact += run is not None
-            quarantined += [moved] if moved is not None else []
-        return intact, quarantined
+            try:
+                run, moved = self.check(experiment, key)
+            except WriteError as error:
+                found.unmovable.append(str(error))
+                continue
+            found.runs += run is not None
+            found.quarantined += [moved] if moved is not None else []
+        for path in sorted(self.root.glob("*/*.ckpt")):
+            if path.parent.name.startswith(".") or path.name.startswith(TEMP_PREFIX):
+                continue
+            try:
+                intact, moved = self.check_checkpoint(path.parent.name, path.stem)
+            except WriteError as error:
+                found.unmovable.append(str(error))
+                continue
+            found.checkpoints += intact
+            found.quarantined += [moved] if moved is not None else []
+        return found
 
-    def quarantine(self, experiment: str, key: str, reason: str) -> Path | None:
-        """Move a run's file to ``.quarantine/<experiment>/`` (call with its lock held); returns where it went."""
-        source = self.path(experiment, key)
-        folder = self.root / QUARANTINE / experiment
-        folder.mkdir(parents=True, exist_ok=True)
-        target, n = folder / source.name, 1
-        while target.exists():
-            target, n = folder / f"{source.stem}.{n}{source.suffix}", n + 1
+    def check_checkpoint(self, experiment: str, key: str) -> tuple[bool, Path | None]:
+        """(whether the run's checkpoint is intact, where a damaged one was quarantined or None)."""
+        from repdyn.nn.checkpoint import DamagedCheckpoint, read_checkpoint
+
+        path = self.checkpoint_path(experiment, key)
         try:
+            read_checkpoint(path)
+            return True, None
+        except FileNotFoundError:
+            return False, None
+        except DamagedCheckpoint as error:
+            with self.lock(experiment, key):
+                return False, self.quarantine(experiment, key, error.reason, suffix=".ckpt")
+
+    def quarantine(self, experiment: str, key: str, reason: str, *, suffix: str = ".npz") -> Path | None:
+        """Move a run's file (``suffix`` ".ckpt": its checkpoint) to ``.quarantine/<experiment>/`` (call with its
+        lock held); returns where it went. Raises WriteError naming the file when it cannot be moved."""
+        source = self.root / experiment / f"{key}{suffix}"
+        folder = self.root / QUARANTINE / experiment
+        target = folder / source.name
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            n = 1
+            while target.exists():
+                target, n = folder / f"{source.stem}.{n}{source.suffix}", n + 1
             os.replace(source, target)
         except FileNotFoundError:
-            return None
-        log.warning("warning: quarantined stored run %s (%s) to %s; it will be recomputed", source, reason, target)
+            if not source.exists():
+                return None  # another process moved or replaced it
+            raise WriteError(2, f"{source} is corrupt ({reason}) and cannot be moved to {folder}; remove it by hand"
+                             ) from None
+        except OSError as error:
+            raise WriteError(error.errno, f"{source} is corrupt ({reason}) and cannot be moved to {folder} "
+                                          f"({type(error).__name__}: {error.strerror or error}); remove it by hand"
+                             ) from None
+        if suffix == ".ckpt":
+            log.warning("warning: quarantined checkpoint %s (%s) to %s; its run starts again from the beginning",
+                        source, reason, target)
+        else:
+            log.warning("warning: quarantined stored run %s (%s) to %s; it will be recomputed", source, reason,
+                        target)
         return target
 
     def remove(self, experiment: str, key: str) -> None:
@@ -241,7 +332,7 @@ class ResultStore:
         returns how many."""
         removed = 0
         for tmp in self.root.glob(f"*/{TEMP_PREFIX}*"):
-            key = tmp.name.removeprefix(TEMP_PREFIX).rsplit("-", 1)[0]
+            key = tmp.name.removeprefix(TEMP_PREFIX).rsplit("-", 1)[0].split(".")[0]  # .tmp-<key>-<random>.<suffix>
             with self.lock(tmp.parent.name, key, wait=False) as free:
                 if free and tmp.exists():
                     tmp.unlink(missing_ok=True)

@@ -15,9 +15,14 @@ from repdyn.experiments.claims import ClaimSpec, Control, InRange, Measured, at_
 from repdyn.experiments.compression.common import (
     MEMORY_HELP,
     draw,
+    finite_indicator,
+    fit_precondition,
+    fitted_fraction,
     flow_summary,
     generator,
+    min_over_runs,
     network_output,
+    t_star_precondition,
     train,
     trained_ntk_svm_error,
 )
@@ -39,6 +44,8 @@ LAZY_IN_PLACE = Control("the α → ∞ limit (the frozen initial NTK's test err
 FEATURE_ALPHA = 1e-4
 """The largest α of the feature regime at the quick scale: t* grows as log(1/α) up to here (feature_time_scaling)."""
 FROZEN = "frozen initial NTK"
+EVERY_ALPHA_T_STAR = t_star_precondition(where="the run at every α")
+CONVERGED_FITTED = fit_precondition(where="the converged run at every α ≤ 10⁻⁴ the claim reads")
 
 
 def exponent_gap(d: int) -> float:
@@ -87,6 +94,9 @@ class AlphaScan(Experiment):
         "quick": AlphaScanConfig(alphas=(1e-8, 1e-6, 1e-4, 1e-2, 1.0, 1e2, 1e4), p=256, d=5, n_seeds=5, width=100,
                                  max_dgrad=1e-2, max_steps=3000, converge_alphas=(1e-8, 1e-4),
                                  converge_steps=10000, n_test=10000),
+        "full": AlphaScanConfig(alphas=(1e-8, 1e-6, 1e-4, 1e-2, 1.0, 1e2, 1e4), p=256, d=5, n_seeds=5, width=100,
+                                max_dgrad=1e-2, max_steps=3000, converge_alphas=(1e-8, 1e-6, 1e-4, 1e-2, 1.0, 1e2, 1e4),
+                                converge_steps=10000, n_test=10000),
         "paper": AlphaScanConfig(),
     }
     claims = (
@@ -95,25 +105,29 @@ class AlphaScan(Experiment):
                   quote="the characteristic time scales as $t^* \\sim 1/\\alpha$ as expected",
                   band_reason="derived from the theory: exponent −1 in the lazy limit; ±0.1 allows the O(1/α) "
                               "correction at α = 10²; the feature-regime control gives ≈ 0",
-                  control=FEATURE_ONLY, figure="alpha_scan"),
+                  control=FEATURE_ONLY, figure="alpha_scan",
+                  preconditions=(EVERY_ALPHA_T_STAR,)),
         ClaimSpec("feature_time_scaling", "Per realisation, the slope dt*/d log(1/α) over α ≤ 10⁻⁴ divided by τ*/2 "
                   "of the fastest attractor (Eq. 14)", "seed 003, §2.4, Fig. 11 centre", InRange(0.8, 1.2),
                   quote="the characteristic time $t^* \\sim \\tau \\log(1/\\alpha)$ thus diverges",
                   band_reason="derived from the theory: F ∝ α e^(2t/τ*) gives slope τ*/2 (ratio 1); ±20 % for the "
                               "slower attractors' share of F (τ* of the next attractor is 1.6× longer)",
-                  control=LAZY_ONLY, figure="alpha_scan"),
+                  control=LAZY_ONLY, figure="alpha_scan",
+                  preconditions=(EVERY_ALPHA_T_STAR,)),
         ClaimSpec("lazy_no_compression", "Per realisation at the largest α, Λ*/Λ(0)", "seed 003, Fig. 11 right",
                   InRange(0.95, 1.05),
                   quote="the global amplification factor equals one",
                   band_reason="derived from the theory: weights move by O(1/α) in the lazy limit, so Λ*/Λ(0) = "
                               "1 + O(1/α); ±5 % our choice (the feature control is ≫ 1)",
-                  control=FEATURE_ONLY, figure="alpha_scan"),
+                  control=FEATURE_ONLY, figure="alpha_scan",
+                  preconditions=(EVERY_ALPHA_T_STAR,)),
         ClaimSpec("feature_compresses", "Per realisation at the smallest α, Λ*/Λ(0)", "seed 003, Fig. 11 right",
                   at_least(3.0),
                   quote="the global amplification factor reaches a plateau",
                   band_reason="our choice: the lazy limit is 1; growth by 3× is well below the plateau √p = 16 at "
                               "p = 256 (Fig. 5: Λ* ≈ √p up to an O(1) factor)",
-                  control=LAZY_ONLY, figure="alpha_scan"),
+                  control=LAZY_ONLY, figure="alpha_scan",
+                  preconditions=(EVERY_ALPHA_T_STAR,)),
         ClaimSpec("test_error_plateau", "Per realisation, test error at the largest converged α ≤ 10⁻⁴ / test error "
                   "at the smallest converged α (the same data, initialisation and test set)",
                   "seed 003, Fig. 11 left, App. B", InRange(0.8, 1.25),
@@ -121,7 +135,8 @@ class AlphaScan(Experiment):
                   band_reason="our choice: a plateau changes by less than 25 % over these decades of α, about three "
                               "binomial SDs of one error (ε ≈ 0.02 at p = 256, n_test = 10⁴: SD 7 %); the crossover "
                               "to the lazy limit changes it several-fold; the α → ∞ control gives ≫ 1.25",
-                  control=LAZY_IN_PLACE, figure="alpha_scan"),
+                  control=LAZY_IN_PLACE, figure="alpha_scan",
+                  preconditions=(CONVERGED_FITTED,)),
         ClaimSpec("plateau_below_lazy", "Per realisation, g = ln(ε_lazy / ε(α_min)) / ((β_F − β_L) ln p): ε(α_min) "
                   "the test error at the smallest converged α, ε_lazy that of the hard-margin hinge learner on the "
                   "network's initial NTK (the α → ∞ limit, Fig. 11's dashed line) on the same sets",
@@ -130,7 +145,8 @@ class AlphaScan(Experiment):
                   band_reason="derived from the theory: learning curves ε ≈ c p^(−β) with β_F = (2d − 1)/(3d − 2), "
                               "β_L = d/(3d − 2) and equal prefactors give g = 1; at least half of that gap on a log "
                               "scale (as slopes_ordered), so a learner on the lazy curve (g = 0) fails",
-                  control=LAZY_IN_PLACE, figure="alpha_scan"),
+                  control=LAZY_IN_PLACE, figure="alpha_scan",
+                  preconditions=(CONVERGED_FITTED,)),
     )
 
     def prepare(self, config: AlphaScanConfig) -> str | None:
@@ -156,7 +172,7 @@ class AlphaScan(Experiment):
             return {"test_error": trained_ntk_svm_error(net0, x, y, xt, yt, mem)}
         alpha = run.params["alpha"]
         converge = config.test_errors and alpha in config.converge_alphas
-        _, _, net0, res = train("stripe", config.d, config.p, config.n_seeds, config.width, alpha, config.max_dgrad,
+        x, y, net0, res = train("stripe", config.d, config.p, config.n_seeds, config.width, alpha, config.max_dgrad,
                                 1.0 if converge else 0.1 + 1.5 / config.p,
                                 config.converge_steps if converge else config.max_steps, gen, device, mem,
                                 history=False)
@@ -165,6 +181,7 @@ class AlphaScan(Experiment):
             xt, yt = sample_manifold("stripe", config.n_test, config.d, gen, batch=(config.n_seeds,), device=device)
             f_test = alpha * (network_output(res.net, xt, mem) - network_output(net0, xt, mem))
             out["test_error"] = classification_error(f_test, yt).cpu().numpy()
+            out["fitted"] = fitted_fraction(res, x, y, alpha, mem)
         return out
 
     def analyse(self, config: AlphaScanConfig, results: Mapping[str, RunResult]) -> Analysis:
@@ -211,6 +228,11 @@ class AlphaScan(Experiment):
         a2.axhline(1.0, color="k", ls=":")
         a2.set(xscale="log", yscale="log", xlabel="α", ylabel="Λ/Λ(0)", title="global amplification factor")
         a2.legend(fontsize=7)
+        small_conv = [results[f"alpha={a:g}"] for a in conv if a <= FEATURE_ALPHA]
+        states = {"t_star_reached": min_over_runs(runs, "t_star", finite_indicator, f"α = {alphas.tolist()}"),
+                  "fitted_fraction": (min_over_runs(small_conv, "fitted", np.asarray, "converged α ≤ 10⁻⁴")
+                                      if small_conv else Measured(np.full(config.n_seeds, np.nan),
+                                                                  "no converged α ≤ 10⁻⁴"))}
         return Analysis(measured, {"alpha_scan": fig},
                         [{"alpha": float(a), "t_star": float(t), "lambda_ratio": float(v),
                           "lambda_max_ratio": float(m)}
@@ -223,7 +245,7 @@ class AlphaScan(Experiment):
                               "003 P10); the test error is drawn for those. Λ_max = max_t Λ(t) (Fig. 11 right, "
                               "drawn, not claimed) is the maximum up to the run's end: over the fitting regime for "
                               "converge_alphas (circled where not every α converges), up to just after t* for the "
-                              "others.")
+                              "others.", states=states)
 
     @staticmethod
     def _errors(config: AlphaScanConfig, results: Mapping[str, RunResult]) -> tuple[list, np.ndarray, np.ndarray]:

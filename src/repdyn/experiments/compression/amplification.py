@@ -15,8 +15,11 @@ from repdyn.experiments.claims import ClaimSpec, CloseTo, Control, InRange, Meas
 from repdyn.experiments.compression.common import (
     MEMORY_HELP,
     UNTRAINED,
+    finite_indicator,
     flow_summary,
     generator,
+    min_over_runs,
+    t_star_precondition,
     thin,
     train,
     trial_slopes,
@@ -35,6 +38,9 @@ LAZY = Control("the lazy regime (α = 10²: weights barely move; the drawn-only 
 NOT_TRAINED = Control(UNTRAINED.description + "; the drawn-only further d not run",
                       {**UNTRAINED.config_changes(), "extra_d_runs": False})
 """The controls judge the claims' d only: repeating the further d's runs (drawn, never claimed) would waste them."""
+
+STRIPE_T_STAR = t_star_precondition(where="the stripe run at every p")
+CYLINDER_T_STAR = t_star_precondition("cylinder_t_star_reached", "the cylinder run at every p")
 
 SLOPE_REASON = ("derived from the theory: Eq. (8) gives the exponent 1/2 (λ* ~ √p); the band 1/2 ± 1/4 is half-way "
                 "to the two alternatives it must exclude, 0 (no p dependence, the lazy control) and 1 (Λ ∝ p)")
@@ -77,39 +83,48 @@ class Amplification(Experiment):
         "quick": AmplificationConfig(p_stripe=(128, 256, 512, 1024, 2048), p_cylinder=(256, 512, 1024, 2048, 4096),
                                      ds_stripe=(5,), n_seeds=24, width=100, max_dgrad=1e-2, max_steps=10000,
                                      stop_fraction=0.15),
+        "full": AmplificationConfig(p_stripe=(128, 256, 512, 1024, 2048), p_cylinder=(256, 512, 1024, 2048, 4096),
+                                    ds_stripe=(5, 10), n_seeds=24, width=100, max_dgrad=1e-2, max_steps=10000,
+                                    stop_fraction=0.15),
         "paper": AmplificationConfig(),
     }
     claims = (
         ClaimSpec("stripe_slope", "Per realisation, the log-log slope of Λ* = Λ(t*) against p on the stripe (d = 5)",
                   "seed 003, Fig. 5 bottom, Eq. (8)", InRange(0.25, 0.75), ("stripe",),
                   quote="On the bottom panel, we confirm the predicted scaling $\\Lambda^* \\sim \\sqrt{p}$.",
-                  band_reason=SLOPE_REASON, control=LAZY, figure="amplification_vs_p"),
+                  band_reason=SLOPE_REASON, control=LAZY, figure="amplification_vs_p",
+                  preconditions=(STRIPE_T_STAR,)),
         ClaimSpec("cylinder_slope", "Per realisation, the log-log slope of Λ* against p on the cylinder (d = 3)",
                   "seed 003, Fig. 7 top", InRange(0.25, 0.75), ("cylinder",),
                   quote="On the top panel, both the global amplification factor at t^* and the maximal global "
                         "amplification factor are shown to scale as",
-                  band_reason=SLOPE_REASON, control=LAZY, figure="amplification_vs_p"),
+                  band_reason=SLOPE_REASON, control=LAZY, figure="amplification_vs_p",
+                  preconditions=(CYLINDER_T_STAR,)),
         ClaimSpec("stripe_grows", "Per realisation at the largest p, Λ*/Λ(0) on the stripe (a trial without t* "
                   "counts as NaN, a failure)", "seed 003, Fig. 5 top", at_least(3.0), ("stripe",),
                   quote="The top panel of Fig. 5 shows the exponential growth of Λ toward the plateau at",
                   band_reason="our choice: the lazy limit is Λ*/Λ(0) = 1 (Fig. 11 right); √p/Λ* is O(1) in Fig. 5, "
                               "so at p ≥ 1000 growth by 3× is the least the plateau √p ≈ 30 implies",
-                  control=NOT_TRAINED, figure="amplification_vs_t"),
+                  control=NOT_TRAINED, figure="amplification_vs_t",
+                  preconditions=(STRIPE_T_STAR,)),
         ClaimSpec("cylinder_grows", "Per realisation at the largest p, Λ*/Λ(0) on the cylinder",
                   "seed 003, Fig. 6, Fig. 7 top", at_least(3.0), ("cylinder",),
                   quote="The compression of the weight vectors ω into the informative subspace displayed on Fig. 6 "
                         "supports the previous general discussion.",
                   band_reason="our choice, as for the stripe: the lazy limit is 1; growth by 3× at p ≥ 1000",
-                  control=NOT_TRAINED, figure="amplification_vs_p"),
+                  control=NOT_TRAINED, figure="amplification_vs_p",
+                  preconditions=(CYLINDER_T_STAR,)),
         ClaimSpec("stripe_equiprobable", "P(x_min < x₁ < x_max) for x₁ ~ N(0, 1), the stripe's negative label",
                   "seed 003, §3, footnote 2", CloseTo(0.5, atol=1e-5),
                   quote="is chosen so that the two labels are equiprobable.",
                   band_reason="closed form: the paper's x_max to 5 decimals gives 0.5 up to ~5·10⁻⁷",
-                  exact=True),
+                  exact=True,
+                  no_precondition="closed form"),
         ClaimSpec("cylinder_equiprobable", "P(‖x_∥‖ > R) for x_∥ ~ N(0, I₂) at R = 1.1774",
                   "seed 003, §4, footnote 4", CloseTo(0.5, atol=1e-4),
                   quote="It is chosen so that the positive and negative labels are equiprobable.",
-                  band_reason="closed form: P = exp(−R²/2) = 1/2 exactly at R = √(2 log 2)", exact=True),
+                  band_reason="closed form: P = exp(−R²/2) = 1/2 exactly at R = √(2 log 2)", exact=True,
+                  no_precondition="closed form"),
     )
 
     def runs(self, config: AmplificationConfig) -> list[RunSpec]:
@@ -131,6 +146,7 @@ class Amplification(Experiment):
         fig = Figure(figsize=(10, 4))
         axes = fig.subplots(1, 2)
         measured: dict = {}
+        states: dict = {}
         metrics = []
         for model, ax in zip(("stripe", "cylinder"), axes, strict=True):
             p = np.array(config.p_stripe if model == "stripe" else config.p_cylinder, dtype=float)
@@ -139,6 +155,8 @@ class Amplification(Experiment):
             lmax = np.array([r["lambda_max"] for r in runs])
             ratio = star[-1] / runs[-1]["lambda0"]
             slopes = trial_slopes(p, star)
+            states["t_star_reached" if model == "stripe" else "cylinder_t_star_reached"] = min_over_runs(
+                runs, "t_star", finite_indicator, f"{model} p = {p.astype(int).tolist()}")
             n_missing = int(np.isnan(star).sum())
             med, med_max = np.nanmedian(star, axis=1), np.nanmedian(lmax, axis=1)
             measured[f"{model}_slope"] = Measured(slopes, f"median Λ* by p: {np.round(med, 2).tolist()}; "
@@ -186,7 +204,7 @@ class Amplification(Experiment):
                             mec="r", ms=14, mew=2)
         ax.set(xlabel="t", ylabel="Λ(t) (mean over seeds)", title="stripe: Λ(t); red ticks: mean t*")
         ax.legend()
-        return Analysis(measured, {"amplification_vs_p": fig, "amplification_vs_t": fig2}, metrics,
+        return Analysis(measured, {"amplification_vs_p": fig, "amplification_vs_t": fig2}, metrics, states=states,
                         notes="Λ from Eq. (9) (cylinder: (d_⊥/d_∥)-normalised generalisation, spec 003 §2.8). "
                               f"Runs stop at {config.stop_fraction:.0%} fitted (R1: integrate to just after t*), so "
                               "Λ_max is the maximum up to that point, not over the whole fitting regime. One slope "

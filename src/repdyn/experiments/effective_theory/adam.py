@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 from matplotlib.figure import Figure
 
+from repdyn.data.two_points import CODE_DX, CODE_DY
 from repdyn.data.xor import xor_data
 from repdyn.experiments.base import Analysis, Experiment, RunSpec
 from repdyn.experiments.claims import ClaimSpec, Control, Measured, at_least, at_most, values_text
@@ -23,6 +24,7 @@ from repdyn.experiments.effective_theory.common import (
     CONVERGED_LOSS,
     TABLE1,
     converged,
+    final_loss_below,
     fit_member,
     gated,
     readout_layer,
@@ -98,6 +100,8 @@ class AdamDynamics(Experiment):
         # moves ∝ the l1 norm of ∂f/∂θ ∝ width) × 3 (6000 paper epochs in 2000 steps)
         "quick": AdamConfig(width=64, steps=2000, xor_steps=700, time_compression=11.71875, record_every=10,
                             adam_lr=1.171875e-5, shallow_steps=2000),
+        "full": AdamConfig(width=64, steps=2000, xor_steps=700, time_compression=11.71875, record_every=10,
+                           adam_lr=1.171875e-5, shallow_steps=2000, trials=5),
         "paper": AdamConfig(),
     }
     claims = (
@@ -109,21 +113,26 @@ class AdamDynamics(Experiment):
                   quote="The fit is not very good, especially in the earlier part of the dynamics.",
                   band_reason="derived: Eq. 7 gives ≤ 0 (dw/dt < 0 whenever w > 0), so any fitted trajectory misses "
                   "the climb by its whole size; a tenth of the largest dip is our margin. GD, the optimizer the theory "
-                  "assumes, must not show it", control=GD_INSTEAD, figure="fig15_adam"),
+                  "assumes, must not show it", control=GD_INSTEAD, figure="fig15_adam",
+                  no_precondition="about the dynamics while training (w climbs before the end state), not an end "
+                                  "state"),
         ClaimSpec("merge_small", "With Adam, XOR same-output pairs still merge at small gain (0.7): per converged "
                   "trial, largest same-pair / mean cross-pair final ‖dh‖²", "seed 000, Fig. 16", at_most(0.1),
                   depends_on=("xor_adam",), quote=FIG16, band_reason="as xor merge_small", control=ADAM_UNTRAINED,
-                  figure="fig16_xor_adam"),
+                  figure="fig16_xor_adam",
+                  preconditions=(final_loss_below("small_final_loss", "every small-gain Adam XOR network"),)),
         ClaimSpec("keep_large", "With Adam, XOR pairs do not merge at large gain (2.0): per converged trial, the "
                   "same-pair / cross-pair ratio at the end divided by that at initialisation (scale-free: Adam "
                   "shrinks all distances alike)", "seed 000, Fig. 16", at_least(0.5), depends_on=("xor_adam",),
-                  quote=FIG16, band_reason="as xor keep_large", control=ADAM_UNTRAINED),
+                  quote=FIG16, band_reason="as xor keep_large", control=ADAM_UNTRAINED,
+                  preconditions=(final_loss_below("large_final_loss", "every gain-2.0 Adam XOR network"),)),
         ClaimSpec("shallow_fails", "With Adam, the 2-layer network (1 hidden layer, Table 2's gain 0.0015, 40 000 "
                   "steps) does not merge both same-output pairs as Eq. 10 says: per converged trial, the largest "
                   "same-pair / mean cross-pair final ‖dh‖²", "seed 000, Fig. 16 right", at_least(0.1),
                   depends_on=("xor_shallow",), quote="but not for a 2 layer network at small weights",
                   band_reason="the complement of merge_small's band (Eq. 10 gives 0 for every same-output pair)",
-                  control=SHALLOW_AS_DEEP),
+                  control=SHALLOW_AS_DEEP,
+                  preconditions=(final_loss_below("shallow_final_loss", "every 2-layer Adam XOR network"),)),
     )
 
     def runs(self, config: AdamConfig) -> list[RunSpec]:
@@ -143,7 +152,7 @@ class AdamDynamics(Experiment):
             return train_two_point(activation="leaky_relu", depth=config.depth, width=config.width,
                                    gains=[default.gain] * n, lrs=[lr] * n, seeds=[seed + i for i in range(n)],
                                    steps=config.steps, record_every=config.record_every,
-                                   dx=[0.5] * n, dy=[1.0] * n, optimizer=optimizer, device=device)
+                                   dx=[CODE_DX] * n, dy=[CODE_DY] * n, optimizer=optimizer, device=device)
         x, y = (a.numpy() for a in xor_data())
         if run.label == "xor_shallow" and not run.params["deep"]:
             depth, width, steps, lr = 1, config.shallow_width, config.shallow_steps, config.shallow_adam_lr
@@ -171,6 +180,8 @@ class AdamDynamics(Experiment):
         shallow = results["xor_shallow"]
         final = pairwise(shallow["hidden"][-1])
         ok = converged(shallow["loss"])
+        analysis.states["shallow_final_loss"] = Measured(
+            np.where(shallow["loss"].shape[0] > 1, shallow["loss"][-1], np.inf).tolist(), "final loss")
         ratios = []
         for k in range(final.shape[0]):
             same, cross = merge_ratios(final[k])
@@ -191,7 +202,7 @@ class AdamDynamics(Experiment):
         fit_loss, panels = np.full(n, np.nan), {}
         for k in range(n):
             u, v, w = res["u"][:, k, 0], res["v"][:, k], res["w"][:, k]
-            member = fit_member(t, u, v, w, 0.25, 1.0)
+            member = fit_member(t, u, v, w, res["X"][k], res["Y"][k])
             fit_loss[k] = member.relative_loss
             if k == 0:
                 panels[config.two_point_optimizer] = (t, np.stack([u, v, w], -1),
@@ -205,12 +216,16 @@ class AdamDynamics(Experiment):
                                                  f"where the loss falls below 1e-3: {values_text(measures[:, 2])}")
         analysis.figures["fig15_adam"] = trajectory_figure(
             f"Fig. 15: default two-point network, {config.two_point_optimizer}, with fitted Eq. 7 (dashed)", panels,
-            1.0)
+            float(res["Y"][0]))
         return f"Normalised Eq. 7 fit loss per trial: {values_text(fit_loss)}."
 
     def _fig16_deep(self, xor: dict, analysis: Analysis) -> str:
         initial, final = pairwise(xor["hidden"][0]), pairwise(xor["hidden"][-1])
         ok = converged(xor["loss"])
+        last = np.where(xor["loss"].shape[0] > 1, xor["loss"][-1], np.inf)
+        small_gain = np.asarray(xor["gains"]) == np.min(xor["gains"])
+        analysis.states["small_final_loss"] = Measured(last[small_gain].tolist(), "final loss")
+        analysis.states["large_final_loss"] = Measured(last[~small_gain].tolist(), "final loss")
         values = {"merge_small": [], "keep_large": []}
         fig = Figure(figsize=(6.0, 3.0))
         axes = fig.subplots(1, 2)

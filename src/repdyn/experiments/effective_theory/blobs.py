@@ -21,6 +21,7 @@ from repdyn.experiments.base import Analysis, Experiment, RunSpec
 from repdyn.experiments.claims import ClaimSpec, Control, Measured, at_least, at_most
 from repdyn.experiments.config import param
 from repdyn.experiments.effective_theory.common import gated, readout_layer
+from repdyn.experiments.effective_theory.common import learnt as learnt_precondition
 from repdyn.experiments.effective_theory.multipoint import pairwise, train_recording
 
 BLOB_TABLE = {"very_low": (0.275, 0.05, 2000), "low": (0.5, 0.015, 1500), "high": (2.0, 0.0015, 750)}
@@ -97,6 +98,8 @@ class FeatureCollapse(Experiment):
         # the calibrated generator (σ = 2, unit-sum images, SGD batches of 64) needs ~40 000 SGD steps per gain,
         # beyond the quick budget; the quick scale keeps the earlier stand-in: σ = 1, unnormalised, full batch
         "quick": BlobsConfig(grid=10, lr_factor=8.0, sigma=1.0, normalise=False, batch_size=0, adam_epochs=300),
+        "full": BlobsConfig(grid=10, lr_factor=8.0, sigma=1.0, normalise=False, batch_size=0, adam_epochs=300,
+                            trials=5),
         "paper": BlobsConfig(),
     }
     claims = (
@@ -104,30 +107,38 @@ class FeatureCollapse(Experiment):
                   "per trial (both nets learnt the task), the final / initial irrelevant-to-relevant variance ratio "
                   "at 0.5 divided by that at 2.0", "seed 000, Fig. 8", at_most(1.0), depends_on=("low", "high"),
                   quote=FIG8, band_reason="the ordering Fig. 8 shows (the paper gives MDS plots, no number)",
-                  control=BLOBS_UNTRAINED, figure="fig8_blobs_mds"),
+                  control=BLOBS_UNTRAINED, figure="fig8_blobs_mds",
+                  preconditions=(learnt_precondition("learnt_low_high",
+                                                     "every network at gains 0.5 and 2.0", LEARNT),)),
         ClaimSpec("squares_high", "Large gain (2.0): the two squares remain: per trial that learnt the task, final / "
                   "initial irrelevant-to-relevant variance ratio", "seed 000, Fig. 8 right", at_least(0.5),
                   depends_on=("high",), quote=FIG8, band_reason="our choice (the paper shows MDS plots only): a "
                   "square that keeps at least half its relative spread has not collapsed to a line",
-                  control=BLOBS_UNTRAINED),
+                  control=BLOBS_UNTRAINED,
+                  preconditions=(learnt_precondition("learnt_high", "every gain-2.0 network", LEARNT),)),
         ClaimSpec("single_line", "Very small gain (0.275) merges the contexts further than small gain (0.5): per "
                   "trial that learnt the task, final context separation at 0.275 / that at 0.5",
                   "seed 000, Fig. 13 vs Fig. 8", at_most(1.0), depends_on=("very_low", "low"),
                   quote="Indeed, if we initialize even smaller, we find that the representation collapses to a single "
                   "line", band_reason="the ordering the figures show (Fig. 13 against Fig. 8; no number given)",
-                  control=BLOBS_UNTRAINED),
+                  control=BLOBS_UNTRAINED,
+                  preconditions=(learnt_precondition("learnt_very_low_low",
+                                                     "every network at gains 0.275 and 0.5", LEARNT),)),
         ClaimSpec("two_lines", "Small gain (0.5): the two context lines stay apart: per trial that learnt the task, "
                   "final / initial context separation", "seed 000, App. C.3", at_least(0.5), depends_on=("low",),
                   quote="Yet, we still find two separate lines in the representation.",
                   band_reason="our choice (no number given): lines that keep at least half their initial separation "
-                  "have not merged", control=BLOBS_UNTRAINED),
+                  "have not merged", control=BLOBS_UNTRAINED,
+                  preconditions=(learnt_precondition("learnt_low", "every gain-0.5 network", LEARNT),)),
         ClaimSpec("collapse_adam", "With Adam, the irrelevant direction collapses at small gain (0.5) and not at "
                   "large gain (2.0): per trial (both nets learnt the task), the final / initial irrelevant-to-relevant "
                   "variance ratio at 0.5 divided by that at 2.0", "seed 000, Fig. 17 (App. C.5)", at_most(1.0),
                   depends_on=("low_adam", "high_adam"),
                   quote="At small initial weights the task-irrelevant direction collapses in each context, but "
                   "remains at large initial weights", band_reason="the ordering Fig. 17 shows (MDS plots, no number)",
-                  control=BLOBS_UNTRAINED),
+                  control=BLOBS_UNTRAINED,
+                  preconditions=(learnt_precondition("learnt_adam",
+                                                     "every Adam network at gains 0.5 and 2.0", LEARNT),)),
     )
 
     def runs(self, config: BlobsConfig) -> list[RunSpec]:
@@ -184,6 +195,14 @@ class FeatureCollapse(Experiment):
                          f"sep {separation[name][1, 0]:.2f}", fontsize=8)
             ax.set_xticks([])
             ax.set_yticks([])
+        progress = {name: np.where(res["loss"].shape[0] > 1, res["loss"][-1] / res["loss"][0], np.inf)
+                    for name, res in results.items()}
+        for quantity, names in (("learnt_low_high", ("low", "high")), ("learnt_high", ("high",)),
+                                ("learnt_very_low_low", ("very_low", "low")), ("learnt_low", ("low",)),
+                                ("learnt_adam", ("low_adam", "high_adam"))):
+            if all(n in progress for n in names):
+                analysis.states[quantity] = Measured(np.max([progress[n] for n in names], axis=0).tolist(),
+                                                     "final / initial training loss, the larger of " + ", ".join(names))
         note = "learnt (final loss < 5 % of initial): " + ", ".join(f"{k}: {int(v.sum())}" for k, v in learnt.items())
         relative = {name: ratio[name][1] / ratio[name][0] for name in ratio}
         for claim, (small, large) in (("collapse_low", ("low", "high")), ("collapse_adam", ("low_adam", "high_adam"))):

@@ -10,15 +10,17 @@ from matplotlib.figure import Figure
 from scipy import stats
 
 from repdyn.experiments.base import Analysis, Experiment, RunSpec
-from repdyn.experiments.claims import ClaimSpec, Disagreement, Measured, at_least, at_most
+from repdyn.experiments.claims import ClaimSpec, Measured, at_least, at_most
 from repdyn.experiments.effective_theory.common import (
     DEFAULT_RUN_SCALES,
     UNTRAINED,
     DefaultRunConfig,
     converged,
     default_networks,
+    escaped,
     fit_member,
     gated,
+    plateau_ratio,
     select_networks,
     train_default_networks,
 )
@@ -28,23 +30,6 @@ ACCURATE = 0.1
 two_point default_fit), fixed before the rate trends were restated."""
 FIG10_REGIME = ("We can see that the theory is accurate only in the second half of the network. In this regime the "
                 "effective learning rate of the encoder increases with depth")
-TRENDS_DOC = "docs/reproduction/000.md#depth-fig-10"
-TREND_SETTINGS = ("the paper's network (20 × 500 leaky ReLU, gain 1, dx = 0.5, dy = 1, float64) at the quick scale's "
-                  "step (Table-1 × 11.7, 4000 steps), every hidden layer recorded, 16 seeds (0-15), all converged")
-TREND_RULED_OUT = ("the width (64 and 500 agree: no accurate layer); convergence (all converged); the fit search (12 "
-                   "decades of τ_y/τ_h); the number of trials (16 at width 500); the sign of w(0) as the cause (it "
-                   "matched the direction of the all-layer trends in all 24 plain draws, but negating the output "
-                   "layer of the 4 width-64 trials with w(0) > 0 gave 2 of 4 the paper's direction)")
-SECOND_HALF_FIT = Disagreement(
-    settings="the paper's network (20 × 500 leaky ReLU, gain 1, dx = 0.5, dy = 1, float64) at the quick scale's step "
-             "(Table-1 × 11.7, 4000 steps), every hidden layer recorded, 8 seeds (0-7); at the Table-1 step itself no "
-             "width-500 network converged within 6000 epochs",
-    measured="all 8 converged; median normalised fit loss over layers 11-20 per trial: 1.17, 1.91, 1.53, 1.41, 2.32, "
-             "1.27, 1.92, 3.03 (first half 3.6: the ordering of the halves holds, claim halves); quick (width 64, 3 "
-             "trials since session 33): 1.76-2.60 (8 trials before: 1.49-12.2)",
-    ruled_out="the width (64 and 500 agree); convergence (all converged); the fit search (12 decades of τ_y/τ_h); "
-              "the step (half the Table-1 step fits the read-out layer no better, 0.98)",
-    doc="docs/reproduction/000.md#eq-7-does-not-overlay-the-transition")
 FIG10 = "We can see that the theory is accurate only in the second half of the network."
 
 
@@ -64,12 +49,13 @@ class DepthDependence(Experiment):
         ClaimSpec("second_half_fit", "Eq. 7 fits well in the second half of the network: per converged "
                   "trial, median normalised fit loss over hidden layers 11-20", "seed 000, Fig. 10", at_most(0.1),
                   quote=FIG10,
-                  band_reason="the same choice as two_point default_fit", control=UNTRAINED,
-                  disagreement=SECOND_HALF_FIT, figure="fig10_depth"),
+                  band_reason="the same choice as two_point default_fit", control=UNTRAINED, figure="fig10_depth",
+                  preconditions=(escaped("default_escape", "every default network"),)),
         ClaimSpec("halves", "The fit is better in the second half than in the first: per converged trial, median "
                   "fit loss of layers 11-20 / that of layers 1-10 (a failed fit counts as ∞)", "seed 000, Fig. 10",
                   at_most(1.0), quote=FIG10, band_reason="read off Fig. 10: the ordering of the two halves",
-                  control=UNTRAINED),
+                  control=UNTRAINED,
+                  preconditions=(escaped("default_escape", "every default network"),)),
         ClaimSpec("rate_h_trend", "Where the theory is accurate (\"in this regime\": second-half layers whose "
                   f"normalised fit loss is <= {ACCURATE}, the band of second_half_fit), 1/τ_h increases with depth: "
                   "per converged trial, Spearman correlation of the fitted 1/τ_h with the layer index over those "
@@ -77,23 +63,13 @@ class DepthDependence(Experiment):
                   quote=FIG10_REGIME,
                   band_reason="our choice: a clear monotone trend (the figure's y-axis is not to scale)",
                   control=UNTRAINED,
-                  disagreement=Disagreement(TREND_SETTINGS, "no layer of any of the 16 trials is accurate (fit loss "
-                                            ">= 0.45 at every layer; second-half median per trial 1.17-3.03), so the "
-                                            "regime the trend is stated for does not occur; over all second-half "
-                                            "layers regardless of fit the direction flips between trials: ρ(1/τ_h) "
-                                            ">= 0.5 in 10 of 16, median 1.0 with 90 % interval [-0.64, 1.0] (quick, "
-                                            "width 64: 0 of 3; 2 of 8 before session 33)", TREND_RULED_OUT,
-                                            TRENDS_DOC)),
+                  preconditions=(escaped("default_escape", "every default network"),)),
         ClaimSpec("rate_y_trend", "As rate_h_trend for 1/τ_y, which decreases with depth: Spearman correlation of "
                   f"the fitted 1/τ_y with the layer index over the accurate (fit loss <= {ACCURATE}) second-half "
                   "layers", "seed 000, Fig. 10", at_most(-0.5),
                   quote="whereas the effective learning rate of the decoder decreases",
                   band_reason="our choice, as rate_h_trend", control=UNTRAINED,
-                  disagreement=Disagreement(TREND_SETTINGS, "no accurate layer in any trial (as rate_h_trend); over "
-                                            "all second-half layers ρ(1/τ_y) <= -0.5 in 10 of 16, median -0.97 with "
-                                            "90 % interval [-0.99, 0.80] (quick: 0 of 3; 2 of 8 before "
-                                            "session 33)", TREND_RULED_OUT,
-                                            TRENDS_DOC)),
+                  preconditions=(escaped("default_escape", "every default network"),)),
     )
 
     def prepare(self, config: DefaultRunConfig) -> None:
@@ -111,6 +87,7 @@ class DepthDependence(Experiment):
         X, Y = config.dx**2, config.dy**2
         depth = res["u"].shape[2]
         analysis = Analysis()
+        analysis.states["default_escape"] = Measured(plateau_ratio(res["loss"], Y).tolist(), "final loss / (Y/8)")
         rel = np.full((config.trials, depth), np.nan)
         rate_h, rate_y = np.full_like(rel, np.nan), np.full_like(rel, np.nan)
         notes = []

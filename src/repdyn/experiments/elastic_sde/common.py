@@ -13,6 +13,7 @@ import torch
 from matplotlib.figure import Figure
 
 from repdyn.experiments.base import RunResult
+from repdyn.experiments.claims import Precondition, at_most
 from repdyn.experiments.config import param
 from repdyn.nn.lenet import lenet_ensemble, train_batch1_sgd
 from repdyn.theory import elasticity_estimators as ee
@@ -126,6 +127,25 @@ def estimate(labels: np.ndarray, logits: np.ndarray, window: int) -> Estimates:
     alpha = {k: ee.strengths_from_integrated(v, window) for k, v in A.items()}
     beta = {k: ee.strengths_from_integrated(v, window) for k, v in B.items()}
     return Estimates(xbar, A, B, alpha, beta, int(np.isnan(raw[..., 0]).sum()))
+
+
+TERMINAL_PART = 20
+"""The terminal phase is judged over the last 1/TERMINAL_PART of the iterations (5 %, as the h3 claims' ends)."""
+
+
+def terminal_train_loss(train_loss: np.ndarray) -> float:
+    """Trial-mean training loss of the drawn samples over the last 5 % of iterations (``train_loss`` (R, T))."""
+    loss = np.asarray(train_loss, dtype=float)
+    return float(loss[:, -max(loss.shape[1] // TERMINAL_PART, 1):].mean())
+
+
+TERMINAL = Precondition(
+    quantity="terminal_train_loss", expectation=at_most(0.01),
+    state="the terminal phase: (near) zero training loss",
+    reason="our choice: the figures these claims read (Figs. 1, 3, 5, D.1, D.8–D.10) show networks trained to the "
+    "end of the amplification stage, where the per-sample cross-entropy of the drawn images is ≈ 0; 0.01 (under 1 % "
+    "of the initial ln 3) is a network that gives every drawn image ≥ 0.99 of its probability on average (set "
+    "after the quick runs' ≈ 3·10⁻⁴ had been seen)")
 
 
 ONSET_DROP = 0.05

@@ -57,6 +57,7 @@ class GeneralHConfig:
 SCALES = {
     "smoke": GeneralHConfig(seeds=3, runs=300, steps=300),
     "quick": GeneralHConfig(),
+    "full": GeneralHConfig(),
     "paper": GeneralHConfig(),
 }
 
@@ -87,13 +88,15 @@ class GeneralHLaw(Experiment):
                   "seed 004, Thm 3.1, proof (C.11), (C.18)", at_most(4.0), quote=QUOTE,
                   band_reason="derived: under the law each coordinate is N(0, 1) in standard errors, P(max of 6 > 4) "
                   "≈ 4e-4; the Euler bias (dt = 0.001) is ≤ 0.1 standard error (deterministic recursion)",
-                  control=IDENTITY, figure="general_h"),
+                  control=IDENTITY, figure="general_h",
+                  no_precondition="the law of the LE-SDE at fixed times against simulations of it: no trained state"),
         ClaimSpec("t31_general_H_cov", "same runs: max over the 6 coordinates whitened by the law's covariance of "
                   "|sample variance − 1| (the law's covariance σ²/n ∫ Φ(t,s)Φ(t,s)ᵀ ds, Φ from the integrated "
                   "eigenvalues h_j Λ(t))", "seed 004, Thm 3.1, proof (C.12), (C.18)", at_most(0.15), quote=QUOTE,
                   band_reason="derived: a sample variance of 2000 Gaussian draws has relative standard error "
                   "√(2/1999) = 0.032; 0.15 is 4.7 of them (max over 6 coordinates)",
-                  control=IDENTITY, figure="general_h"),
+                  control=IDENTITY, figure="general_h",
+                  no_precondition="the law of the LE-SDE at fixed times against simulations of it: no trained state"),
     )
 
     def runs(self, config: GeneralHConfig) -> list[RunSpec]:

@@ -11,7 +11,7 @@ import torch
 
 from repdyn.data.teacher import TEACHER_KINDS, bottleneck_teacher
 from repdyn.experiments.config import ConfigError, param
-from repdyn.nn.leaky_resnet import INITS, LeakyResNet, TrainingPlan, data_cost
+from repdyn.nn.leaky_resnet import INITS, LeakyResNet, TrainingPlan, data_cost, lbfgs_finish
 from repdyn.probes.rank import effective_rank
 from repdyn.theory import leaky_resnet as lr
 
@@ -22,7 +22,19 @@ RANK_TAU = 0.1
 """Numerical rank of W_l: #{i : s_i >= 0.1 s_1} (spec 002 §3.13 CHOICE)."""
 MIDDLE = (0.3, 0.7)
 """Layers with p_l in this range form the bottleneck region of spec 002 §3.13."""
-UNTRAINED = {"adam_steps": 0, "gd_steps": 0}
+STATIONARITY = "stationarity_residual"
+"""Precondition quantity: per seed, the median over layers of r_l = ||W_l - L~ B_l sigma(A_{l-1})^T|| / ||W_l||
+(spec 002 §3.12), 0 at a critical point of the objective."""
+FIT = "relative_train_error"
+"""Precondition quantity: per seed, the train error over the targets' variance ||Y - mean Y||^2 / N (the largest
+over the networks the claim compares)."""
+AT_CRITICAL = "at a critical point of the training objective (the representation geodesic the theory describes)"
+FITTED = "trained: fits its training set"
+FIT_THRESHOLD = 0.1
+FIT_REASON = ("our choice, fixed before any run with it: a test-error comparison is about trained networks only if "
+              "they fit their training set; a tenth of the targets' variance left (an untrained network leaves "
+              "about all of it)")
+UNTRAINED = {"adam_steps": 0, "gd_steps": 0, "lbfgs_steps": 0}
 """Config overrides of the negative control: the untrained network at initialisation."""
 
 
@@ -54,6 +66,26 @@ class TeacherRunConfig:
     max_rho_ltilde: float = param(0.0, ge=0, le=1, help="cap on adaptive rho_l L~; 0: no cap (the paper has none)")
     gamma0: float = param(1e-3, gt=0, help="gamma_l = gamma0 lambda_max(K_l) (§3.1; gamma0 not given)")
     dtype: str = param("float32", choices=("float64", "float32"), help="training dtype (analysis: float64)")
+    lbfgs_steps: int = param(0, ge=0, help="float64 L-BFGS iterations per network after the Adam and GD phases, "
+                                           "steps frozen (a finish to a critical point); 0: none, as in the paper")
+    lbfgs_tolerance: float = param(0.0, ge=0, help="a network's L-BFGS finish stops once its median stationarity "
+                                                   "residual is at most this (0: runs all lbfgs_steps)")
+    lbfgs_history: int = param(50, ge=1, help="L-BFGS history size")
+
+
+def stationarity_reason(threshold: float, depth: int, ltilde: float, derived: float) -> str:
+    """The reason text of a stationarity precondition whose threshold was derived by
+    :func:`repdyn.experiments.leaky_resnet.critical.stationarity_threshold` at ``rho L~ = ltilde / depth``."""
+    return (f"derived from leaky_resnet.critical's exact critical networks at the claim's rho L~ = {ltilde:g}/{depth} "
+            f"(shot at L~ 3, L {round(3 * depth / ltilde)}; critical.stationarity_threshold): moved along a random "
+            f"direction, an exact network's h spread stays within twice its own discretisation error up to a median "
+            f"residual of {derived:.3g} (median over 5 draws), rounded down to {threshold:g}")
+
+
+def relative_fit(train_error: np.ndarray, task) -> np.ndarray:
+    """Train error over the targets' variance ``||Y - mean Y||^2 / N`` (the :data:`FIT` precondition)."""
+    y = task.y_train.double()
+    return np.asarray(train_error) / float(((y - y.mean(0)) ** 2).sum() / y.shape[0])
 
 
 def plan(config: TeacherRunConfig) -> TrainingPlan:
@@ -61,6 +93,21 @@ def plan(config: TeacherRunConfig) -> TrainingPlan:
                         adam_lr_final=config.adam_lr_final,
                         adaptive_every=config.adaptive_every, adaptive_warmup=config.adaptive_warmup,
                         adaptive_damping=config.adaptive_damping, max_rho_ltilde=config.max_rho_ltilde or None)
+
+
+def finish(model: LeakyResNet, task, config: TeacherRunConfig) -> tuple[LeakyResNet, dict[str, np.ndarray]]:
+    """The float64 L-BFGS finish of at most ``config.lbfgs_steps`` iterations per member (none if 0): the model in
+    float64 and, per member, the objective and median stationarity residual before and after it (shape (K, 2)) and
+    the iterations used (NaN and 0 without a finish)."""
+    if not config.lbfgs_steps:
+        return model, {"objective": np.full((model.members, 2), np.nan),
+                       "residual": np.full((model.members, 2), np.nan),
+                       "iterations": np.zeros(model.members, dtype=np.int64)}
+    model = model.to(dtype=torch.float64)
+    device = model.weight.device
+    record = lbfgs_finish(model, task.x_train.to(device), task.y_train.to(device), config.lam, config.lbfgs_steps,
+                          tolerance=config.lbfgs_tolerance, history_size=config.lbfgs_history)
+    return model, record
 
 
 def check_steps(depths, ltildes, max_rho_ltilde: float) -> None:
@@ -80,12 +127,15 @@ def task_of(config: TeacherRunConfig):
                               hidden=config.teacher_hidden)
 
 
-def batched_students(config: TeacherRunConfig, depth: int, ltildes, seed: int, repeats: int = 1) -> LeakyResNet:
-    """``seeds x len(ltildes)`` students (seed-major), each seed its own initialisation; the whole block is repeated
-    ``repeats`` times (identical copies: paired comparisons of step schemes)."""
+def batched_students(config: TeacherRunConfig, depth: int, ltildes, seed: int, repeats: int = 1,
+                     first: int = 0) -> LeakyResNet:
+    """``seeds x len(ltildes)`` students (seed-major), each seed its own initialisation (seeds ``first`` to
+    ``first + config.seeds - 1`` of the run seed); the whole block is repeated ``repeats`` times (identical copies:
+    paired comparisons of step schemes)."""
     inits = [LeakyResNet.initialise(depth, config.width, config.dims[0], config.dims[-1], ltildes,
                                     lr.equidistant_steps(depth), torch.Generator().manual_seed(seed * 1000 + i),
-                                    init_scale=config.init_scale, init=config.init) for i in range(config.seeds)]
+                                    init_scale=config.init_scale, init=config.init)
+             for i in range(first, first + config.seeds)]
 
     def stack(name: str) -> torch.Tensor:
         block = torch.cat([getattr(m, name).detach() for m in inits])

@@ -22,6 +22,8 @@ from repdyn.experiments.leaky_resnet.common import NUMBER
 from repdyn.nn.progress import report
 from repdyn.theory import leaky_resnet as lr
 
+NO_PRECONDITION = ("not about a trained network: the networks are exact critical points built by shooting "
+                   "(stationarity residual ~1e-14 by construction), no optimiser")
 NO_CONTROL = ("no training: the network is critical by construction (shooting); the untrained-network contrast is "
               "the control of the same quantities in leaky_resnet.structures")
 
@@ -50,6 +52,50 @@ def _relative_spread(diag) -> float:
     return float((diag.h.max() - diag.h.min()) / terms.median())
 
 
+PERTURBATIONS = tuple(float(e) for e in np.geomspace(1e-4, 3e-2, 25))
+"""Relative sizes of the weight perturbation in :func:`stationarity_threshold` (a log grid, fixed)."""
+
+
+def stationarity_threshold(depth: int, config: CriticalConfig | None = None) -> tuple[float, np.ndarray]:
+    """The largest stationarity residual that still counts as "at a critical point" at ``rho L~ = L~ / depth``,
+    derived from exact critical networks (the precondition threshold of the trained-network claims).
+
+    For each draw of ``config`` (default: this experiment's quick configuration, L~ = 3), the exact critical network
+    at ``depth`` equidistant layers is moved along one random direction (per layer a perturbation of relative size
+    eps, on the grid :data:`PERTURBATIONS`), its momenta recomputed by backprop for the same target, and the median
+    stationarity residual ``||W_l - L~ B_l sigma(A_{l-1})^T|| / ||W_l||`` and the relative spread of h (over the
+    terms of Eq. 1) measured. A draw's threshold is the largest residual at which the spread of h is at most twice
+    the exact network's own, i.e. the departure from criticality adds no more than the discretisation error at the
+    same rho L~ (which every flat-h band already allows). Returns the median over draws and the per-draw values.
+    """
+    config = config or CriticalConfig()
+    if depth <= config.ltilde:
+        raise ConfigError(f"depth={depth} must exceed ltilde={config.ltilde:g} (rho L~ < 1)")
+    rho = lr.equidistant_steps(depth)
+    found = np.full(config.seeds, np.nan)
+    for s in range(config.seeds):
+        a0, b1 = _draw(config, 0, s)
+        net = lr.shoot_critical_network(a0, b1, rho, config.ltilde, config.lam)
+        target, n = net.target, config.n_points
+        direction = torch.randn(net.weights.shape, generator=torch.Generator().manual_seed(99 + s),
+                                dtype=torch.float64)
+        size = torch.linalg.norm(net.weights, dim=(-2, -1), keepdim=True)
+        direction = direction / torch.linalg.norm(direction, dim=(-2, -1), keepdim=True) * size
+        exact = None
+        for eps in (0.0, *PERTURBATIONS):
+            weights = net.weights + eps * direction
+            reps, momenta = lr.momenta_by_backprop(weights, rho, a0, config.ltilde,
+                                                   lambda a, t=target, n=n: ((t - a) ** 2).sum() / n, config.lam)
+            spread = _relative_spread(lr.layer_diagnostics(weights, rho, reps, momenta, config.ltilde, gamma0=1e-3))
+            if exact is None:
+                exact = spread
+                continue
+            if spread > 2 * exact:
+                break
+            found[s] = float(lr.stationarity_residual(weights, reps, momenta, config.ltilde).median())
+    return float(np.median(found)), found
+
+
 class CriticalNetworks(Experiment):
     name = "leaky_resnet.critical"
     title = "Exact critical Leaky ResNets (shooting): Hamiltonian conservation, Theorem 4 and balancedness"
@@ -64,7 +110,8 @@ class CriticalNetworks(Experiment):
                   quote="The Hamiltonian is a conserved quantity, i.e. it is constant in",
                   band_reason="derived: the discrete (symplectic Euler) Hamiltonian drifts at first order in the "
                               "step, so the ratio is 2; +-0.4 allows the second-order term at the coarsest L",
-                  no_control=NO_CONTROL, figure="critical_spread"),
+                  no_control=NO_CONTROL, no_precondition=NO_PRECONDITION,
+                  figure="critical_spread"),
         ClaimSpec("critical_h_flatter_than_energies",
                   "At the paper's L = 50 an exact critical network's h_l varies less across layers than the kinetic "
                   "energy and the gamma-COI: spread of h over the smaller of the two spreads, per draw",
@@ -72,14 +119,15 @@ class CriticalNetworks(Experiment):
                   quote="the hamiltonian and stable Hamiltonian are not exactly constant, but it still varies "
                         "significantly less than the kinetic and potential energies",
                   band_reason="the paper's ordering (less than), no threshold of our own",
-                  no_control=NO_CONTROL, figure="critical_spread"),
+                  no_control=NO_CONTROL, no_precondition=NO_PRECONDITION,
+                  figure="critical_spread"),
         ClaimSpec("critical_theorem4",
                   "Theorem 4's identity H = ||dA + gamma L~ B||^2/(2L~) - L~/2 ||A||^2 - gamma L~/2 ||B||^2 in every "
                   "layer of every shot network: largest relative residual",
                   "seed 002, Theorem 4", at_most(1e-8), exact=True,
                   quote="For any geodesic, we have",
                   band_reason="an identity at a critical point: rounding level in float64",
-                  figure="critical_spread"),
+                  no_precondition=NO_PRECONDITION, figure="critical_spread"),
         ClaimSpec("critical_balancedness",
                   "Prop. 10 on exact critical networks: the balancedness gap sum_l | ||W_l||^2 - ||W_{l-1}||^2 - 2 L~ "
                   "rho_l ||b_l||^2 | / mean ||W_l||^2 vanishes at first order as the steps shrink: gap(L) / gap(2L), "
@@ -88,11 +136,13 @@ class CriticalNetworks(Experiment):
                   quote="At any critical … we have",
                   band_reason="derived: Prop. 10 is exact in the continuum and the discrete increments differ from "
                               "it at first order in rho L~, so the ratio is 2 (+-0.4 for higher orders)",
-                  no_control=NO_CONTROL, figure="critical_spread"),
+                  no_control=NO_CONTROL, no_precondition=NO_PRECONDITION,
+                  figure="critical_spread"),
     )
     scales = {
         "smoke": CriticalConfig(width=5, n_points=6, depths=(25, 50, 100), seeds=3),
         "quick": CriticalConfig(),
+        "full": CriticalConfig(),
         "paper": CriticalConfig(),
     }
 
