@@ -15,8 +15,8 @@ def check_report_in_browser(driver, index: Path, screenshot: Path) -> list[dict]
     rows = driver.execute_script(
         "return Array.from(document.querySelectorAll('#claims tbody tr')).map(r => ({"
         "claim: r.dataset.claim, verdict: r.cells[0].innerText.trim().split('\\n')[0], "
-        "claim_text: r.cells[2].innerText, estimate: r.cells[3].innerText, control: r.cells[4].innerText, "
-        "note: r.cells[6].innerText}))")
+        "full: r.cells[1].innerText, claim_text: r.cells[3].innerText, estimate: r.cells[4].innerText, "
+        "control: r.cells[5].innerText, note: r.cells[7].innerText}))")
     driver.save_screenshot(str(screenshot))
     assert screenshot.stat().st_size > 0
     return rows

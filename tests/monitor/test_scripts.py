@@ -152,8 +152,9 @@ def test_reports_of_the_three_scripts_and_their_comparison_render_in_chromium(br
         sections = browser.execute_script("return Array.from(document.querySelectorAll('section')).map(s => s.id)")
         assert sections == ["training", "ntk", "elasticity", "representations"]  # two_point: not under CE
         verdicts = browser.execute_script("return Array.from(document.querySelectorAll('ul.verdicts li'))"
-                                          ".map(li => li.className)")
-        assert verdicts[0] == "good" and len(verdicts) >= 6  # "covers 100 % of training" first
+                                          ".map(li => [li.className, li.innerText])")
+        assert verdicts[0][1].startswith("Regime: ") and len(verdicts) >= 6  # the run's regime leads
+        assert verdicts[1][0] == "good" and "covers 100 % of training" in verdicts[1][1]
         omitted = browser.execute_script("return document.querySelector('[data-measure=two_point]').innerText")
         assert "cross-entropy" in omitted
     index = write_monitor_report(paths, tmp_path / "comparison")
