@@ -139,9 +139,21 @@ def evaluate(experiment: str, spec: ClaimSpec, measured: Measured | float | bool
     found, verdict = _judge(spec, measured.values)
     notes = [measured.note] if measured.note else []
     unmet = _unmet(checks)
-    if unmet:
+    if unmet:  # undecided; the control is still judged and shown (it says what the measurement alone would give)
+        control_fields = {}
+        if spec.control is not None:
+            control_measured = _as_measured(control)
+            if control_failure is not None or control_measured is None or not control_measured.values:
+                control_fields["control_verdict"] = "not measured"
+            else:
+                control_found, control_verdict = _judge(spec, control_measured.values)
+                control_fields.update(control_value=control_found.estimate,
+                                      control_ci=(control_found.low, control_found.high),
+                                      control_verdict="passes too" if control_verdict == REPRODUCED
+                                      else "fails as it should" if control_verdict in (NOT_REPRODUCED, NO_EFFECT)
+                                      else "straddles")
         return ClaimResult(**common, values=measured.values, estimate=found.estimate, ci_low=found.low,
-                           ci_high=found.high, verdict=UNDECIDED, note="; ".join([unmet, *notes]))
+                           ci_high=found.high, verdict=UNDECIDED, note="; ".join([unmet, *notes]), **control_fields)
     if verdict == INCONCLUSIVE and not spec.exact and len(measured.values) < MIN_SEEDS:
         notes.append(f"{len(measured.values)} seed(s): a verdict needs at least {MIN_SEEDS}")
     control_fields: dict = {}
