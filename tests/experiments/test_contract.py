@@ -82,8 +82,10 @@ def test_committed_full_records_are_current_and_agree_with_the_code():
     for record in records.values():
         assert {(c["experiment"], c["id"]) for c in record["claims"]} == \
             {key for key in specs if registry.get(key[0]).paper == record["paper"]}
+        # a decided full verdict must be the one recorded in code; an inconclusive one (more seeds needed) keeps its
+        # paper's work open, and the quick run exits 1 on that claim as long as it stays so
         differ = [f"{c['experiment']}:{c['id']} {c['verdict']}" for c in record["claims"]
-                  if c["verdict"] != specs[c["experiment"], c["id"]].recorded and c["verdict"] != "skipped"]
+                  if c["verdict"] not in (specs[c["experiment"], c["id"]].recorded, "skipped", "inconclusive")]
         assert differ == [], "the record's verdict differs from the one recorded in code"
 
 
