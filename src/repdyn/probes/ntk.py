@@ -167,7 +167,7 @@ def _blocked_jacobian_ntk(jac: Callable[[Batch, Tensor | None], Tensor], x: Batc
     recomputed for every block row. The kernel, the slots and one row and one column chunk are allocated before
     the loop and written in place, so every block row allocates and frees the same transients. (Fresh chunk and
     block tensors, alternating with long-lived ones, fragmented glibc's heap once its dynamic mmap threshold had
-    risen to a chunk's size: 2.2 GiB at a 0.05 GiB setting, measured in session 33.)"""
+    risen to a chunk's size: 2.2 GiB above start at a 0.05 GiB setting.)"""
     n, n2 = batch_length(x), batch_length(x2)
     d = first.shape[1]
     like = {"dtype": first.dtype, "device": first.device}

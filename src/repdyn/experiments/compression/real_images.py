@@ -294,7 +294,7 @@ class RealImages(Experiment):
                   band_reason="our choice for 'perform as well as' (better allowed: 'even … slightly better'): at "
                               "most 25 % worse than the network, the test-set noise of error counts of tens at "
                               "n_test = 1000 and well below the initial NTK's ≈ 2.3× the final's "
-                              "(final_ntk_beats_init); written before any run of this claim (session 34). The "
+                              "(final_ntk_beats_init); fixed before any run of this claim. The "
                               "untrained control, the initial NTK against the trained network, should exceed it",
                   control=AT_INIT, figure="test_errors",
                   preconditions=(ZERO_LOSS,)),
@@ -308,7 +308,7 @@ class RealImages(Experiment):
                               "least one test error more than the network, 'performs well' = at least one fewer "
                               "than the initial (lazy) NTK, the kernel §5.2's others are said to outperform; "
                               "'generally' = the median over initialisations (a majority strictly between). "
-                              "Written before any last-layer test error was computed at quick (session 34). The "
+                              "Fixed before any last-layer test error was computed. The "
                               "untrained control (the initial network's last layer, random features) should do "
                               "worse than the initial NTK, giving a value ≤ 0",
                   control=AT_INIT, figure="test_errors",

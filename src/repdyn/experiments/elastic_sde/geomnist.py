@@ -300,7 +300,7 @@ def _fold_scores(res: RunResult, fit: Estimates, score_half: slice, config: GeoC
     null = np.broadcast_to(fit.xbar[-tail:].mean(axis=0), fit.xbar.shape)
     stage, terminal = slice(start, T), slice(T - tail, T)
     # Fig. D.9 (ii): the amplification stage without the last tenth, where the rescaling scalar is fitted to the
-    # held-out path (pre-registered, docs/reproduction/004.md "Session 31: Fig. D.9 (ii)")
+    # held-out path (fixed before its first run; docs/reproduction/004.md)
     trend = slice(start, T - tail)
     # the initial values in the order one simulation at a time would draw them (draw by draw, path by path)
     y0 = [{key: ee.simulation_initial_values(fit.xbar[0], config.sim_runs, rng).mean(axis=0) for key in PATHS}

@@ -63,8 +63,8 @@ class NoiseConfig:
 SCALES = {
     "smoke": NoiseConfig(p_errs=(0.0, 0.3, 0.5, 0.6, 2 / 3, 0.8), n_train=10, n_val=5, trials=3, steps=150,
                          val_every=50, dtype="float32", sg_window=15, tail_n=30),
-    # validation every 500 iterations (5 points): the 100-stride curve cost ≈ 15 CPU-s more, and the criterion
-    # pre-registered in docs/reproduction/004.md ("Session 33") held: h4_no_learning_above moved by ≤ 1.3e-4
+    # validation every 500 iterations: the 100-stride curve costs ≈ 15 CPU-s more and moves h4_no_learning_above by
+    # ≤ 1.3e-4
     # 4000 iterations: at 2000 the clean run had not left the de-randomization plateau by the LEARNED precondition
     # (training loss 0.69, 0.74, 0.41 over the last 5 %, against ≤ ln 3 / 2)
     "quick": NoiseConfig(p_errs=(0.0, 2 / 3, 0.8), n_train=150, n_val=50, trials=4, steps=4000, val_every=500,
