@@ -1,5 +1,5 @@
 """Run a computation in a fresh interpreter under an address-space cap (RLIMIT_AS) and say whether it fits: the
-memory-setting tests (issue 18, "test it under a memory cap") compare a bounded and an unbounded setting this way."""
+memory-setting tests compare a bounded and an unbounded setting this way."""
 
 from __future__ import annotations
 

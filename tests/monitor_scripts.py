@@ -1,4 +1,4 @@
-"""The three kinds of training script a new user writes from the README (issue 20), at test size:
+"""The three kinds of training script a new user writes from the README, at test size:
 
 - ``mlp``: an MLP on Gaussian blobs, cross-entropy and Adam;
 - ``resnet``: a small ResNet with BatchNorm and Dropout on 8x8 images, SGD with a OneCycle schedule;

@@ -46,7 +46,7 @@ def test_real_images_prepare_rejects_a_missing_data_folder(tmp_path) -> None:
 
 @pytest.mark.slow
 def test_plain_step_rule_stalls_and_the_small_step_rule_does_not() -> None:
-    """Issue 18: with the plain ÷10/×1.1 rule, gate-flip dgrad spikes ratchet dt down and time stops (here at
+    """With the plain ÷10/×1.1 rule, gate-flip dgrad spikes ratchet dt down and time stops (here at
     t ≈ 3044 with a third of the points fitted); skipping the dgrad test below τ/160 keeps time moving."""
     gen = torch.Generator().manual_seed(0)
     x, y = sample_manifold("stripe", 128, 5, gen, batch=(1,))
@@ -71,7 +71,7 @@ def _stripe_flow(device: str = "cpu", dtype=torch.float64, **kwargs):
 
 
 def test_buffered_integrator_keeps_the_numbers_of_the_allocating_one() -> None:
-    """Issue 18 / 22: the integrator writes its (S, p, h) tensors into preallocated buffers and keeps the step control
+    """The integrator writes its (S, p, h) tensors into preallocated buffers and keeps the step control
     on the device. t* and Λ* of this case are those of the former allocating loop (commit 9cfa83b) to rounding."""
     res = _stripe_flow(grow_on_jumps=False)
     np.testing.assert_allclose(res.t_star.numpy(), [930.7799318201015, 1008.8730851111688, 743.8819713329389],

@@ -1,4 +1,4 @@
-"""Issue 20's three scripts (CE + Adam MLP; BatchNorm/Dropout ResNet with OneCycle; Transformer encoder on token
+"""Three user scripts (CE + Adam MLP; BatchNorm/Dropout ResNet with OneCycle; Transformer encoder on token
 ids with nested layer names) in the README's plain loop: first try, step 0 and the end recorded, training
 bit-identical, and every problem with inputs, outputs or layers refused at construction with the fix."""
 

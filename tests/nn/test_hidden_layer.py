@@ -143,7 +143,7 @@ def test_bad_input() -> None:
 
 @pytest.mark.parametrize("stop_at", [50, 400])
 def test_an_interrupted_flow_resumes_from_its_checkpoint_bit_identical(tmp_path, stop_at) -> None:
-    """Issue 22: killed before or after stopped trials were dropped from the batch, the integrator resumes from its
+    """Killed before or after stopped trials were dropped from the batch, the integrator resumes from its
     checkpoint and ends where an uninterrupted run ends, bit for bit."""
     from interrupt import Killed, kill_at
     from repdyn.nn.checkpoint import Checkpointer, checkpointing

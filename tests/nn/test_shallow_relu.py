@@ -187,7 +187,7 @@ def _gd_cases(device: str = "cpu") -> list[nsr.GDResult]:
 
 
 def test_device_resident_loop_agrees_with_the_host_copying_loop():
-    """Issue 22: the loop keeps its records on the device and synchronises only at recorded steps. On this
+    """The loop keeps its records on the device and synchronises only at recorded steps. On this
     machine its results were bit-identical to the earlier loop that copied to the host every step; the numbers
     below are that loop's, compared to 1e-9 so that another BLAS build passes too."""
     earlier = [([613, 3000], [0.0012490705462452159, 0.45202582016827175], 3000, 96.06980336669525,

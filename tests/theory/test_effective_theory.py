@@ -255,7 +255,7 @@ def test_fit_recovers_rates_and_reports_failure():
 
 
 def test_fit_widens_its_window_to_tiny_rate_ratios():
-    """Issue 15: a deep read-out layer needs τ_y/τ_h <= 1e-4 and starts with w(0) > 0, so Eq. 7 cannot be
+    """A deep read-out layer needs τ_y/τ_h <= 1e-4 and starts with w(0) > 0, so Eq. 7 cannot be
     integrated anywhere near the first guess; the search must move outwards and find the ratio."""
     t = np.linspace(0.0, 4000.0, 401)
     truth = et.integrate_dynamics((1e-5, 1e-3, 5e-3), 0.25, 1.0, 1e-7, 1e-2, t)  # τ_y/τ_h = 1e-5

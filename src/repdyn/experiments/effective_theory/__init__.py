@@ -1,4 +1,4 @@
-"""Experiments of seed 000 (effective theory of two-point representation dynamics), in the issue's order."""
+"""Experiments of seed 000 (effective theory of two-point representation dynamics)."""
 
 from repdyn.experiments.base import Paper
 from repdyn.experiments.effective_theory.adam import AdamDynamics

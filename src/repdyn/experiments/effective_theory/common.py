@@ -79,7 +79,7 @@ class Architecture:
     tangent kernel growing with width, which these networks do not have: with 1-D inputs, Xavier-normal weights
     keep every hidden norm and the squared parameter gradient of the output O(1) in width (measured ‖∂f/∂θ‖² ≈ 2-4
     at widths 64, 128 and 500; test_tangent_kernel_does_not_grow_with_width). Scaling by 500/64 multiplied the
-    effective step 7.8-fold and made GD jump off the plateau (issue 15)."""
+    effective step 7.8-fold and made GD jump off the plateau."""
     depth: int = 20
     width_fraction: float = 1.0
     skip: int = 0
@@ -124,7 +124,7 @@ def readout_layer(depth: int) -> str:
 def width_of(arch: Architecture, width: int) -> int:
     """Hidden width of ``arch`` when the default has ``width`` units: the narrow row keeps Table 1's 50 units and
     the convolutional row its 500 (20 channels × 25 positions) at every width: reduced copies never leave the
-    plateau (issue 15), and both are cheap at the paper's size (a kernel of 11 costs less than a dense layer)."""
+    plateau, and both are cheap at the paper's size (a kernel of 11 costs less than a dense layer)."""
     if arch.width_fraction < 1:
         return round(PAPER_WIDTH * arch.width_fraction)
     if arch.conv:

@@ -233,7 +233,7 @@ class DigitsStructure(Experiment):
                   "exponentially weighted Eq. 10: per seed, Pearson r(trained, theory) minus the larger of the two "
                   "baselines r(untrained network, theory) and r(input distance, theory), all pairs",
                   "seed 000, Fig. 9", at_least(0.05), quote=FIG9,
-                  band_reason="our choice (issue 15): the paper's r = 0.703 means nothing unless it beats what the "
+                  band_reason="our choice: the paper's r = 0.703 means nothing unless it beats what the "
                   "untrained network and the raw inputs already give; a margin of 0.05 in r", control=DIGITS_UNTRAINED,
                   figure="fig9_structure",
                   preconditions=(learnt_precondition("learnt_train", "every network of the structure run", LEARNT),)),

@@ -117,7 +117,7 @@ class TwoPointDynamics(Experiment):
                   "fitted 1/τ_h and 1/τ_y of the default network by at most this relative amount",
                   "seed 000, App. B.1", at_most(0.05), depends_on=("default",),
                   quote="Learning rates are chosen to produce smooth loss curves",
-                  band_reason="our choice (issue 15): Eq. 7 is a gradient-flow ODE, so the fitted rates must not "
+                  band_reason="our choice: Eq. 7 is a gradient-flow ODE, so the fitted rates must not "
                   "depend on the step by more than 5 %", control=UNTRAINED,
                   preconditions=(escaped("step_check_escape", "every default network at both steps"),),
                   disagreement=Disagreement(

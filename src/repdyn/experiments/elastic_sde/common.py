@@ -170,12 +170,12 @@ STAGE_PARTS = 10
 
 
 def shape_checks(est: Estimates, model: str, window: int, start: int) -> dict[str, float]:
-    """★H3 measurements on one estimation model, decided before any run (issue 19):
+    """★H3 measurements on one estimation model, decided before any run:
 
     frac_alpha_gt_beta: the amplification stage [start, T − ω/2) cut into STAGE_PARTS equal parts, the fraction of
     parts where the mean of α̂ − β̂ is > 0 (the paper's "β(t) is dominated by α(t)", read off smoothed curves; the
     de-randomization plateau, where both are ≈ 0, is not part of it). Pointwise, late in the stage α̂ − β̂ is
-    smaller than the Savitzky–Golay noise, so a pointwise count measures that noise (issue 19).
+    smaller than the Savitzky–Golay noise, so a pointwise count measures that noise.
     A_end, B_end: Â, B̂ over the last 5 % of iterations; B_drop: B_end − B̂ over the first 5 % (the change over
     training: B̂(0) = 0 is measured against the single-iteration class means X̄(0), whose noise offsets the whole
     curve, so B_end of an untrained network is that noise, ±1 at 8–16 trials).

@@ -1,4 +1,4 @@
-"""Theorem 3.1 of seed 004 with a non-identity H and a time-varying β (issue 19, "not covered"): the class means of
+"""Theorem 3.1 of seed 004 with a non-identity H and a time-varying β (not covered by the paper): the class means of
 the simulated LE-SDE (Euler–Maruyama) against the exact Gaussian law of the theorem's proof, the eigen-expansion
 (C.11) with μ_j t replaced by ∫_0^t μ_j (C.18) (``theory.elastic_sde.shared_block_law``).
 

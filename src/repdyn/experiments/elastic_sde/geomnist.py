@@ -347,7 +347,7 @@ class GeoMNISTDynamics(Experiment):
                   quote="the local elasticity strength $\\alpha(t)$ increases at the initial stage, then drops, "
                   "which is also manifested by the behavior of $A(t)$, which resembles roughly a sigmoidal curve",
                   band_reason="our choice: Â is a log-ratio, so Â(T) ≥ 2 is a growth by e² of the class-mean "
-                  "deviations; a run that learns nothing stays at the noise floor |Â| ≲ 1.6 (issue 19)",
+                  "deviations; a run that learns nothing stays at the noise floor |Â| ≲ 1.6",
                   control=UNTRAINED, preconditions=(TERMINAL,), figure="fig3_strengths"),
         ClaimSpec("h3_B_falls", "B̂ of the l-model over the last 5 % of iterations minus B̂ over the first 5 %",
                   "seed 004, Fig. 3 (a)–(b), Fig. D.4", at_most(-0.5),
@@ -355,7 +355,7 @@ class GeoMNISTDynamics(Experiment):
                   band_reason="our choice: the sign the figures show (B̂ decreasing), with a margin of 0.5 over the "
                   "0 of a path that does not move; from the first 5 %, not from B̂(0) = 0, whose one-iteration "
                   "reference X̄(0) offsets the whole curve by its noise (the untrained control's B̂(T) straddled "
-                  "−0.5, issue 19)", control=UNTRAINED, preconditions=(TERMINAL,), figure="fig3_strengths"),
+                  "−0.5)", control=UNTRAINED, preconditions=(TERMINAL,), figure="fig3_strengths"),
         ClaimSpec("h3_sigmoid", "α̂ (l-model) rises to an interior peak and falls back: (peak − max(start, end)) / "
                   "the fluctuation of α̂ over the last 20 %", "seed 004, App. D.2, Fig. D.3", at_least(5.0),
                   quote="(ii) $\\alpha(t)$ has an initial increasing stage and a second stage converging to the "
@@ -435,8 +435,8 @@ class GeoMNISTDynamics(Experiment):
                   "estimated, our model can faithfully simulate the dynamics of neural nets",
                   band_reason="our choice: every constant path leaves ≥ 1 (the genuine stage mean exactly 1), "
                   "so 'faithfully simulate the dynamics' is read as reproducing at least half of the genuine path's "
-                  "movement (R² ≥ 0.5); replaces an RD ratio to a constant path that an untrained network passed "
-                  "(issue 19)", control=UNTRAINED, preconditions=(TERMINAL,), figure="fig5_simulated_vs_genuine"),
+                  "movement (R² ≥ 0.5); replaces an RD ratio to a constant path that an untrained network passed",
+                  control=UNTRAINED, preconditions=(TERMINAL,), figure="fig5_simulated_vs_genuine"),
         ClaimSpec("h5_rd_terminal_L", "terminal RD (D.21, last 10 %) of the L-model LE-ODE from L-model "
                   "estimates of one half of the trials, scored on the other half (mean of both directions)",
                   "seed 004, Fig. D.9", at_most(0.1),

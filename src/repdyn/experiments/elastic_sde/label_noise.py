@@ -152,8 +152,8 @@ class LabelNoisePhaseTransition(Experiment):
                   quote="Note $\\hat{A}(t)$ and $\\hat{B}(t)$, $\\hat{\\alpha}(t)$ and $\\hat{\\beta}(t)$ become "
                   "indistinguishable when p_{err} is large",
                   band_reason="our choice: 'indistinguishable' read as a gap at most half that of clean labels; "
-                  "signed means, since the mean of |α̂ − β̂| measured the Savitzky–Golay noise of both runs "
-                  "(issue 19)", control=CLEAN, preconditions=(LEARNED,),
+                  "signed means, since the mean of |α̂ − β̂| measured the Savitzky–Golay noise of both runs",
+                  control=CLEAN, preconditions=(LEARNED,),
                   figure="figD5_strengths"),
     )
 
@@ -215,7 +215,7 @@ class LabelNoisePhaseTransition(Experiment):
         notes = (f"{config.seeds} replicates × {config.trials} trials × {config.steps} iterations per p_err{control}; "
                  f"tail index over the last {config.tail_n} iterations, so log(1+t) ≈ {math.log(config.steps):.1f} "
                  f"(paper ≈ 9.2). Without learning Â is a log-ratio of noise and r̂ = 1 ± O(1/log t): whether r̂ "
-                 f"exceeds 1 there cannot be decided (issue 19), so the claims compare the two ends of the sweep.")
+                 f"exceeds 1 there cannot be decided, so the claims compare the two ends of the sweep.")
         metrics = [{"seed": i, **{k: v for k, v in r.items() if k not in ("curves", "gap_iso")}}
                    for (p, i), r in rows.items()]
         states = {"clean_train_loss_end": Measured(

@@ -62,7 +62,7 @@ class StructuresConfig(TeacherRunConfig):
     run_per_ltilde: bool = param(True, help="one independent run per L~ (they share their seed), so --jobs and "
                                             "--cluster spread the sweep; false: one batched run")
     continuation: bool = param(False, help="train at the smallest L~, then raise L~ stage by stage keeping the "
-                                           "weights (issue 17's continuation in L~); false: each L~ from its own "
+                                           "weights (continuation in L~); false: each L~ from its own "
                                            "initialisation, as in the paper")
     stage_adam_steps: int = param(1500, ge=0, help="Adam steps of each later continuation stage (then gd_steps)")
     seed_chunks: int = param(1, ge=1, help="split the seeds into this many independent runs (they share their "

@@ -76,7 +76,7 @@ class KernelSpline(Experiment):
                       quantity="limit_fit", expectation=at_most(FITTED),
                       state="the exact train-only-c limit at the largest width fits the targets",
                       reason="derived: a change of f of RMS ε moves d_cub by at most ε, so a sample residual of "
-                             "0.1 RMS(S_cub − S_lin) (issue 39's fitted criterion) can account for at most the "
+                             "0.1 RMS(S_cub − S_lin) (the fitted criterion) can account for at most the "
                              "whole band; the exact limit interpolates to round-off"),)),
         ClaimSpec("gd_matches_closed_form",
                   "GD on c equals the exact finite-t closed form of Eq. (22): max|f_GD − f_t| / max|y|",

@@ -61,7 +61,7 @@ class KernelVariants(Experiment):
                       state="the exact train-only-c limit fits the targets",
                       reason="derived: the share compares f with two interpolants of the targets; a change of f of "
                              "RMS ε moves it by at most ε/RMS(S_G − S_cub) to first order, so a sample residual of "
-                             "0.1 of that separation (issue 39's fitted criterion) keeps it within about 0.1"),)),
+                             "0.1 of that separation (the fitted criterion) keeps it within about 0.1"),)),
         ClaimSpec("all_layers_kernel",
                   "all layers trained at δ_i = −100 (the same initial neurons and function), 10000 GD steps at a "
                   "fixed η: RMS(f_all − f_c) / RMS(S_cub − S_lin), f_c the train-only-c network after the same steps "

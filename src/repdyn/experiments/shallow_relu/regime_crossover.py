@@ -138,7 +138,7 @@ def fitted(quantity: str, what: str) -> Precondition:
     return Precondition(
         quantity=quantity, expectation=at_most(FITTED), state=f"{what} fits the targets",
         reason="derived: D = d_cub/(d_cub + d_lin) with d_cub + d_lin ≥ sep = RMS(S_cub − S_lin), so a change of f "
-               "of RMS ε moves D by at most ε/sep to first order; a residual of 0.1 sep (issue 39's criterion) "
+               "of RMS ε moves D by at most ε/sep to first order; a residual of 0.1 sep (the fitted criterion) "
                "leaves D within about 0.1 of the interpolating shape, against bands 0.25 from the midpoint 0.5")
 
 
@@ -248,7 +248,7 @@ class RegimeCrossover(Experiment):
                   "seed 001, §2.1 (Eq. 2: the analysis is of the gradient flow)", at_most(1.0),
                   quote="As $\\eta \\rightarrow 0$, this scheme may be analysed through its continuous-time "
                         "counterpart, the gradient flow",
-                  band_reason="issue 16's criterion: the integrator must separate runs less than the seeds do "
+                  band_reason="our criterion: the integrator must separate runs less than the seeds do "
                               "(ratio < 1)",
                   no_control="a check that our integrator follows the gradient flow the paper analyses, not a "
                              "result of the paper; a coarse-step control at the same flow time costs as much again",
