@@ -170,9 +170,6 @@ class Precondition:
         if missing:
             raise ValueError(f"a Precondition needs {', '.join(missing)}")
 
-    def describe(self) -> str:
-        return f"{self.state}: {self.quantity} {self.expectation.describe()} on every seed"
-
 
 @dataclass(frozen=True)
 class NullEffect:

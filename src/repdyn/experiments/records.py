@@ -19,7 +19,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from repdyn.experiments.claims import DECIDED
 from repdyn.experiments.config import ConfigError, to_dict
 
 RECORDS = Path(__file__).resolve().parents[3] / "docs" / "reproduction" / "verdicts" / "full"
@@ -79,8 +78,3 @@ def stale(records: Mapping[str, Mapping[str, Any]], full_configs: Mapping[str, t
                 problems.append(f"{paper}: {name}'s full config changed (recorded {recorded[name]}, "
                                 f"now {config_hash(full_configs[name][1])})")
     return problems
-
-
-def undecided_claims(record: Mapping[str, Any]) -> list[str]:
-    """The claims a record leaves undecided (neither reproduced, not reproduced, nor no effect)."""
-    return [f"{c['experiment']}:{c['id']}" for c in record["claims"] if c["verdict"] not in DECIDED]

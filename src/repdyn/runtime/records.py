@@ -47,8 +47,7 @@ def commit(cwd: Path = RECORDS) -> str:
 
 
 def build_record(paper: str, claims: Sequence[ClaimResult], configs: Mapping[str, Any],
-                 cpu_seconds: Mapping[str, float], *, date: str, revision: str,
-                 host: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                 cpu_seconds: Mapping[str, float], *, date: str, revision: str) -> dict[str, Any]:
     """The record of one paper's full-scale reproduction. ``configs``: experiment -> the config it ran;
     ``cpu_seconds``: experiment -> CPU-seconds of its runs and analysis."""
     undecided = [f"{c.experiment}:{c.id}" for c in claims if c.scale != "full"]
@@ -57,7 +56,7 @@ def build_record(paper: str, claims: Sequence[ClaimResult], configs: Mapping[str
                           f"{', '.join(undecided[:3])} were not")
     return {
         "format": FORMAT, "paper": paper, "scale": "full", "commit": revision, "date": date,
-        "machine": dict(host if host is not None else machine()),
+        "machine": machine(),
         "cpu_seconds": {"total": round(sum(cpu_seconds.values()), 1),
                         **{name: round(value, 1) for name, value in sorted(cpu_seconds.items())}},
         "config_hashes": {name: config_hash(config) for name, config in sorted(configs.items())},
