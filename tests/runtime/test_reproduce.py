@@ -446,3 +446,23 @@ def test_a_shared_run_may_not_read_its_experiments_config(tmp_path, monkeypatch)
     monkeypatch.setattr(type(experiment), "execute", lambda self, config, run, seed, device: {"n": config.seeds})
     with pytest.raises(TaskFailed, match=r"SharedConfig.seeds is a field of the declaring experiment's config"):
         execute(plan(["fixture.reads_a"], scale="smoke", out=tmp_path))
+
+
+def test_local_workers_keep_the_worker_replaced_warning_of_loky_from_the_user(tmp_path):
+    """loky warns from its manager thread when it replaces a worker whose memory grew (a worker here holds whole
+    experiments of differing sizes); that warning is filtered while the workers run, any other warning is not."""
+    import warnings
+
+    from repdyn.runtime.executors import WORKER_REPLACED, run_local
+    from repdyn.runtime.reproduce import plan, tasks_for
+
+    plan_ = plan(["fixture.tanh_regression"], scale="smoke", out=tmp_path, overrides={"runs": "2"})
+
+    def on_done(task, status):
+        warnings.warn(WORKER_REPLACED + ". This can be caused by a too short worker timeout.", UserWarning, stacklevel=1)
+        warnings.warn("another warning", UserWarning, stacklevel=1)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run_local(tasks_for(plan_), 2, on_done)
+    assert [str(w.message) for w in caught] == ["another warning"] * 2

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import warnings
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
@@ -26,6 +27,10 @@ THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BL
 
 
 PARENT_POLL_S = 0.5
+# loky replaces a worker whose resident memory grew by 300 MB since its first task, and warns that a worker
+# "stopped". A worker here holds whole experiments of differing sizes and is replaced between tasks, so nothing is
+# lost and the warning tells a user of repdyn nothing.
+WORKER_REPLACED = "A worker stopped while some jobs were given to the executor"
 
 
 def _exit_with_parent(parent: int) -> None:
@@ -73,32 +78,35 @@ def run_local(tasks: Sequence[Task], jobs: int, on_done: OnDone, *, first: Seque
         return
     from joblib.externals.loky import ProcessPoolExecutor
 
-    threads = str(threads_per_job(jobs))
-    executor = ProcessPoolExecutor(max_workers=jobs, env={var: os.environ.get(var, threads) for var in THREAD_VARS},
-                                   initializer=_exit_with_parent, initargs=(os.getpid(),))
-    waiting, ready = deque(tasks), deque(first)
-    running: dict[Future, Task | None] = {}  # None: a follow-up
-    try:
-        while waiting or ready or running:
-            while len(running) < jobs and (ready or waiting):
-                if ready:
-                    running[executor.submit(ready.popleft())] = None
-                else:
-                    task = waiting.popleft()
-                    running[executor.submit(execute_task, task)] = task
-            done, _ = wait(running, return_when=FIRST_COMPLETED)
-            for future in done:
-                task = running.pop(future)
-                if task is None:
-                    on_result(future.result())
-                    continue
-                status = future.result()
-                on_done(task, status)
-                ready.extend(then(task, status))
-    except BaseException:  # a failed run or Ctrl-C: stop the runs in flight too
-        executor.shutdown(wait=False, kill_workers=True)
-        raise
-    executor.shutdown()
+    with warnings.catch_warnings():  # a process-wide filter: loky warns from its manager thread
+        warnings.filterwarnings("ignore", message=WORKER_REPLACED, category=UserWarning)
+        threads = str(threads_per_job(jobs))
+        env = {var: os.environ.get(var, threads) for var in THREAD_VARS}
+        executor = ProcessPoolExecutor(max_workers=jobs, env=env, initializer=_exit_with_parent,
+                                       initargs=(os.getpid(),))
+        waiting, ready = deque(tasks), deque(first)
+        running: dict[Future, Task | None] = {}  # None: a follow-up
+        try:
+            while waiting or ready or running:
+                while len(running) < jobs and (ready or waiting):
+                    if ready:
+                        running[executor.submit(ready.popleft())] = None
+                    else:
+                        task = waiting.popleft()
+                        running[executor.submit(execute_task, task)] = task
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in done:
+                    task = running.pop(future)
+                    if task is None:
+                        on_result(future.result())
+                        continue
+                    status = future.result()
+                    on_done(task, status)
+                    ready.extend(then(task, status))
+        except BaseException:  # a failed run or Ctrl-C: stop the runs in flight too
+            executor.shutdown(wait=False, kill_workers=True)
+            raise
+        executor.shutdown()
 
 
 def check_executor(jobs: int, cluster: str | None) -> None:
