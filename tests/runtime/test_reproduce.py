@@ -459,7 +459,8 @@ def test_local_workers_keep_the_worker_replaced_warning_of_loky_from_the_user(tm
     plan_ = plan(["fixture.tanh_regression"], scale="smoke", out=tmp_path, overrides={"runs": "2"})
 
     def on_done(task, status):
-        warnings.warn(WORKER_REPLACED + ". This can be caused by a too short worker timeout.", UserWarning, stacklevel=1)
+        loky_says = WORKER_REPLACED + ". This can be caused by a too short worker timeout or by a memory leak."
+        warnings.warn(loky_says, UserWarning, stacklevel=1)
         warnings.warn("another warning", UserWarning, stacklevel=1)
 
     with warnings.catch_warnings(record=True) as caught:
