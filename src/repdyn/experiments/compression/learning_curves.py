@@ -194,8 +194,8 @@ class LearningCurves(Experiment):
                               "half of it, so a tie (gap 0) fails",
                   control=AT_INIT, figure="learning_curves",
                   preconditions=TRAINED,
-                  full_only="the quick scale's 10 realisations straddle the band; the full scale's 30 at "
-                            "2·10⁴ steps decide it"),
+                  full_only="the quick scale's 10 realisations straddle the band; the full scale's 120 (four "
+                            "seed batches of 30) at 2·10⁴ steps decide it"),
         ClaimSpec("feature_below_lazy", "Per realisation, feature test error < lazy test error at every p ≥ 512",
                   "seed 003, Fig. 2", Holds(),
                   quote="Fig. 2 illustrates how the feature regime outperforms the lazy regime",
@@ -210,7 +210,7 @@ class LearningCurves(Experiment):
                               "learner closer to the feature regime, on a majority of realisations",
                   control=AT_INIT, figure="learning_curves",
                   preconditions=TRAINED,
-                  full_only="the quick scale's 10 realisations straddle the majority; the full scale's 30 decide it"),
+                  full_only="the quick scale's 10 realisations straddle the majority; the full scale's 120 decide it"),
         ClaimSpec("final_ntk_beats_init", "Per realisation at the largest p, test error of the frozen final NTK / "
                   "that of the initial (infinite-width) NTK", "seed 003, Fig. 2 orange, §6", at_most(0.8),
                   quote="using gradient descent with the frozen NTK at the end of training leads to much better "
@@ -232,8 +232,8 @@ class LearningCurves(Experiment):
                               "over p leaves the paper's exception at the largest p to one of the p",
                   control=AT_INIT, figure="learning_curves",
                   preconditions=TRAINED,
-                  full_only="the quick scale's 10 realisations straddle the band; the full scale's 30 at "
-                            "2·10⁴ steps decide it"),
+                  full_only="the quick scale's 10 realisations straddle the band; the full scale's 120 (four "
+                            "seed batches of 30) at 2·10⁴ steps decide it"),
         ClaimSpec("cylinder_feature_below_lazy", "Per realisation on the cylinder (d = 3, d∥ = 2), feature test "
                   "error < lazy test error (hinge learner on the infinite-width initial NTK) at every cylinder_p ≥ 512",
                   "seed 003, Fig. 7 bottom, §4", Holds(),
