@@ -537,3 +537,38 @@ def test_fitted_fraction_is_the_integrators_count_with_the_margin_tolerance() ->
     got = fitted_fraction(res, x, y, 1e-2, 1.0)
     np.testing.assert_array_equal(got, (margins >= 1 - FIT_TOLERANCE).double().mean(-1).numpy())
     np.testing.assert_array_equal(np.round(got * 64), [39, 22, 39])
+
+
+def test_learning_curve_seed_batches_extend_the_store_and_pool_the_realisations(tmp_path) -> None:
+    """seed_batches (analysis-only): each further batch adds the stripe network runs and a lazy-only run under new
+    labels (own seeds), and the plan keeps every key of the single batch, so a store is extended, not redone; the
+    claims pool the batches' realisations in batch order."""
+    import dataclasses
+
+    from repdyn.experiments.compression.learning_curves import pool_batches
+    from repdyn.runtime.reproduce import plan, tasks_for
+
+    def keys(batches: str) -> dict[str, str]:
+        plan_ = plan(["compression.learning_curves"], scale="smoke", overrides={"seed_batches": batches},
+                     out=tmp_path)
+        return {task.key: task.label for task in tasks_for(plan_)}
+
+    one, two = keys("1"), keys("2")
+    assert set(one) < set(two)
+    assert sorted(set(two.values()) - set(one.values())) == ["lazy b=1", "p=32 b=1", "p=64 b=1"]
+
+    exp = next(e for e in EXPERIMENTS if e.name == "compression.learning_curves")
+    cfg = dataclasses.replace(exp.config("smoke"), seed_batches=2)
+    results = {r.label: exp.execute(cfg, r, i, "cpu") for i, r in enumerate(exp.runs(cfg))}
+    pooled = pool_batches(results, ["p=32", "lazy"], 2)
+    np.testing.assert_array_equal(pooled["p=32"]["feature"],
+                                  np.concatenate([results["p=32"]["feature"], results["p=32 b=1"]["feature"]]))
+    np.testing.assert_array_equal(pooled["lazy"]["lazy"],
+                                  np.concatenate([results["lazy"]["lazy"], results["lazy b=1"]["lazy"]], axis=-1))
+    assert pooled["p=32"]["p"] == 32 and pooled["lazy"]["lazy"].shape == (2, 6)
+    assert not np.array_equal(results["p=32"]["feature"], results["p=32 b=1"]["feature"])  # own seeds
+    both = exp.analyse(cfg, results)
+    first = exp.analyse(exp.config("smoke"), {k: v for k, v in results.items() if k in one.values()})
+    feature = np.asarray(both.measured["feature_slope"].values, dtype=float)
+    assert len(feature) == 2 * cfg.n_seeds
+    np.testing.assert_array_equal(feature[:cfg.n_seeds], np.asarray(first.measured["feature_slope"].values, float))

@@ -72,6 +72,11 @@ class LearningCurveConfig:
     cylinder_seeds: int = param(9, ge=1, help="realisations of the cylinder runs (Fig. 7 bottom: 9)")
     n_seeds: int = param(20, ge=1, help="realisations of data + init, batched")
     lazy_seeds: int = param(20, ge=1, help="realisations of the lazy-only runs (no network: cheap, so more of them)")
+    seed_batches: int = param(1, ge=1, analysis=True,
+                              help="independent batches of the stripe runs in d = ds[0] (n_seeds network and "
+                                   "lazy_seeds lazy-only realisations each, own seeds), pooled by the claims; batch "
+                                   "0 keeps the labels of a single batch, so a store made with fewer batches is "
+                                   "extended, not redone")
     width: int = param(10000, ge=1, help="hidden width h")
     alpha: float = param(1e-6, gt=0, help="output scale α (feature regime)")
     max_dgrad: float = param(1e-4, gt=0, help="integrator gradient-change threshold (see common.py)")
@@ -155,10 +160,12 @@ class LearningCurves(Experiment):
         "quick": LearningCurveConfig(p_values=(128, 256, 512, 1024), lazy_p_values=(1024, 2048, 4096),
                                      ds=(5,), cylinder_p=(1024,), n_seeds=10, lazy_seeds=12, width=100,
                                      max_dgrad=1e-2, max_steps=10000, n_test=4000),
-        # full: 2·10⁴ steps, since at 10⁴ one of 30 realisations stays at 77 % fitted at p = 128 (fitted_fraction)
+        # full: 2·10⁴ steps, since at 10⁴ one of 30 realisations stays at 77 % fitted at p = 128 (fitted_fraction);
+        # 4 seed batches (120 stripe realisations), since feature_slope's interval over the first batch's 30,
+        # [0.743, 0.862], straddles the band's upper edge (chosen after that run, docs/reproduction/003.md)
         "full": LearningCurveConfig(p_values=(128, 256, 512, 1024), lazy_p_values=(1024, 2048, 4096), ds=(5,),
-                                    cylinder_p=(256, 512, 1024, 2048), n_seeds=30, lazy_seeds=30, width=100,
-                                    max_dgrad=1e-2, max_steps=20000, n_test=10000),
+                                    cylinder_p=(256, 512, 1024, 2048), n_seeds=30, lazy_seeds=30, seed_batches=4,
+                                    width=100, max_dgrad=1e-2, max_steps=20000, n_test=10000),
         "paper": LearningCurveConfig(),
     }
     claims = (
@@ -187,8 +194,8 @@ class LearningCurves(Experiment):
                               "half of it, so a tie (gap 0) fails",
                   control=AT_INIT, figure="learning_curves",
                   preconditions=TRAINED,
-                  full_only="the quick scale's 10 realisations straddle the band; the full scale's 30 at "
-                            "2·10⁴ steps decide it"),
+                  full_only="the quick scale's 10 realisations straddle the band; the full scale's 120 (four "
+                            "seed batches of 30) at 2·10⁴ steps decide it"),
         ClaimSpec("feature_below_lazy", "Per realisation, feature test error < lazy test error at every p ≥ 512",
                   "seed 003, Fig. 2", Holds(),
                   quote="Fig. 2 illustrates how the feature regime outperforms the lazy regime",
@@ -203,7 +210,7 @@ class LearningCurves(Experiment):
                               "learner closer to the feature regime, on a majority of realisations",
                   control=AT_INIT, figure="learning_curves",
                   preconditions=TRAINED,
-                  full_only="the quick scale's 10 realisations straddle the majority; the full scale's 30 decide it"),
+                  full_only="the quick scale's 10 realisations straddle the majority; the full scale's 120 decide it"),
         ClaimSpec("final_ntk_beats_init", "Per realisation at the largest p, test error of the frozen final NTK / "
                   "that of the initial (infinite-width) NTK", "seed 003, Fig. 2 orange, §6", at_most(0.8),
                   quote="using gradient descent with the frozen NTK at the end of training leads to much better "
@@ -225,8 +232,8 @@ class LearningCurves(Experiment):
                               "over p leaves the paper's exception at the largest p to one of the p",
                   control=AT_INIT, figure="learning_curves",
                   preconditions=TRAINED,
-                  full_only="the quick scale's 10 realisations straddle the band; the full scale's 30 at "
-                            "2·10⁴ steps decide it"),
+                  full_only="the quick scale's 10 realisations straddle the band; the full scale's 120 (four "
+                            "seed batches of 30) at 2·10⁴ steps decide it"),
         ClaimSpec("cylinder_feature_below_lazy", "Per realisation on the cylinder (d = 3, d∥ = 2), feature test "
                   "error < lazy test error (hinge learner on the infinite-width initial NTK) at every cylinder_p ≥ 512",
                   "seed 003, Fig. 7 bottom, §4", Holds(),
@@ -255,10 +262,15 @@ class LearningCurves(Experiment):
         # runs: one seed per curve, nested training sets and one test set (common random numbers)
         # cylinder runs (Fig. 7 bottom): independent data and initialisation at each p, like the stripe's;
         # network runs in the extra dimensions (Fig. 2's d = 10): the same per p, labelled by d
+        # further seed batches (seed_batches): the same runs under labels suffixed " b=…", so their own seeds
         return ([RunSpec(f"p={p}", {"p": p}) for p in config.p_values]
                 + [RunSpec(f"d={d} p={p}", {"p": p, "d": d}) for d in config.ds[1:] for p in config.p_values]
                 + [RunSpec("lazy", {"lazy_only": True}, seed_group="lazy")]
-                + [RunSpec(f"cylinder p={p}", {"p": p, "cylinder": True}) for p in config.cylinder_p])
+                + [RunSpec(f"cylinder p={p}", {"p": p, "cylinder": True}) for p in config.cylinder_p]
+                + [run for b in range(1, config.seed_batches)
+                   for run in ([RunSpec(f"p={p}{_batch(b)}", {"p": p, "batch": b}) for p in config.p_values]
+                               + [RunSpec(f"lazy{_batch(b)}", {"lazy_only": True, "batch": b},
+                                          seed_group=f"lazy{_batch(b)}")])])
 
     def execute(self, config: LearningCurveConfig, run: RunSpec, seed: int, device: str) -> RunResult:
         if run.params.get("lazy_only"):
@@ -273,6 +285,8 @@ class LearningCurves(Experiment):
 
     def analyse(self, config: LearningCurveConfig, results: Mapping[str, RunResult]) -> Analysis:
         p = np.array(config.p_values, dtype=float)
+        results = pool_batches(results, [f"p={q}" for q in config.p_values] + ["lazy"], config.seed_batches)
+        n_seeds = config.n_seeds * config.seed_batches  # the pooled realisations of the stripe claims
         kinds = ("feature", "lazy", "compressed_lazy", "final_ntk")
         floor = 0.5 / config.n_test
         # the negative control reads the untrained network's values stored with the same runs
@@ -300,14 +314,14 @@ class LearningCurves(Experiment):
                                                    f"{np.round(np.median(lazy_table, axis=1), 4).tolist()}; "
                                                    "over the network's p: median "
                                                    f"{np.median(paired_lazy):.3f}"),
-            "slopes_ordered": Measured(slopes["feature"] - slopes["lazy"][:config.n_seeds],
+            "slopes_ordered": Measured(slopes["feature"] - slopes["lazy"][:n_seeds],
                                        "each feature exponent against the lazy exponent of one independent "
                                        "lazy-only realisation; paired on the same realisation instead (lazy over "
                                        f"the network's p), the differences would be "
                                        f"{np.round(slopes['feature'] - paired_lazy, 3).tolist()}"),
             "feature_below_lazy": Measured(
                 [bool(big.any() and np.all(table["feature"][big, s] < table["lazy"][big, s]))
-                 for s in range(config.n_seeds)],
+                 for s in range(n_seeds)],
                 "median feature " + str(np.round(med["feature"], 4)) + ", lazy " + str(np.round(med["lazy"], 4))),
             "compressed_close_to_feature": Measured(
                 np.abs(np.log(comp / feat)) < np.abs(np.log(lazy / feat)),
@@ -355,7 +369,7 @@ class LearningCurves(Experiment):
         metrics += [{"p": int(q), "cylinder_feature": float(np.median(cyl_feature[i])),
                      "cylinder_lazy": float(np.median(cyl_lazy[i]))} for i, q in enumerate(config.cylinder_p)]
         metrics += extra_metrics
-        notes = (f"{capped} of {len(p) * config.n_seeds} network runs hit the {config.max_steps}-iteration cap before "
+        notes = (f"{capped} of {len(p) * n_seeds} network runs hit the {config.max_steps}-iteration cap before "
                  "zero hinge loss (their error is that of the capped state, spec 003 P10). Frozen-kernel learners "
                  "are solved directly (hard-margin SVC on the Gram matrix, the zero-loss limit of the hinge flow). "
                  "The lazy curve uses the infinite-width NTK (the paper's h = 10⁴ is close to it; at h = 100 the "
@@ -373,6 +387,27 @@ class LearningCurves(Experiment):
                   "cylinder_fitted_fraction": min_over_runs(cyl, "fitted", np.asarray,
                                                             f"cylinder p = {config.cylinder_p}")}
         return Analysis(measured, {"learning_curves": fig, "cylinder": fig_cyl}, metrics, notes, states=states)
+
+
+def _batch(b: int) -> str:
+    """The label suffix of seed batch ``b`` (none for batch 0)."""
+    return f" b={b}" if b else ""
+
+
+def pool_batches(results: Mapping[str, RunResult], labels: list[str], batches: int) -> dict[str, RunResult]:
+    """``results`` with each of ``labels`` holding its ``batches`` seed batches pooled: per-realisation arrays
+    (realisations on the last axis) concatenated in batch order, step counts their maximum, other scalars (p) the
+    first batch's."""
+    if batches == 1:
+        return dict(results)
+    pooled = dict(results)
+    for label in labels:
+        parts = [results[f"{label}{_batch(b)}"] for b in range(batches)]
+        pooled[label] = {key: (max(int(r[key]) for r in parts) if key == "steps" else
+                               np.concatenate([np.asarray(r[key]) for r in parts], axis=-1)
+                               if np.ndim(parts[0][key]) and key != "p" else parts[0][key])
+                         for key in parts[0]}
+    return pooled
 
 
 def _draw_stripe(ax, config: LearningCurveConfig, d: int, p: np.ndarray, med: Mapping[str, np.ndarray],
