@@ -122,7 +122,7 @@ def test_full_discretisation_is_the_quick_networks_at_more_paired_seeds():
     them); the claim that only it decides is h5_adaptive_better."""
     exp = BY_NAME["leaky_resnet.discretisation"]
     quick, full = exp.config("quick"), exp.config("full")
-    assert (quick.seeds, full.seeds) == (6, 31)
+    assert (quick.seeds, full.seeds) == (5, 31)
     assert dataclasses.replace(full, seeds=quick.seeds) == quick
     assert [c.id for c in exp.claims if c.full_only] == ["h5_adaptive_better"]
 
