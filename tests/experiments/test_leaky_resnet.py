@@ -117,6 +117,16 @@ def test_spearman_is_exact_on_a_band_edge():
     assert _spearman(depths, -depths.astype(float)) == -1.0 and _spearman(depths, np.ones(4)) == 0.0
 
 
+def test_full_discretisation_is_the_quick_networks_at_more_paired_seeds():
+    """The full scale changes only the number of paired seeds (odd: the median of discrete per-seed values is one of
+    them); the claim that only it decides is h5_adaptive_better."""
+    exp = BY_NAME["leaky_resnet.discretisation"]
+    quick, full = exp.config("quick"), exp.config("full")
+    assert (quick.seeds, full.seeds) == (5, 31)
+    assert dataclasses.replace(full, seeds=quick.seeds) == quick
+    assert [c.id for c in exp.claims if c.full_only] == ["h5_adaptive_better"]
+
+
 def test_structures_continuation_passes_the_weights_from_one_ltilde_to_the_next():
     exp = BY_NAME["leaky_resnet.structures"]
     cfg = dataclasses.replace(exp.config("smoke"), continuation=True, stage_adam_steps=20)
