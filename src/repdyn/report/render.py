@@ -15,10 +15,10 @@ import jinja2
 import pandas as pd
 
 import repdyn
-from repdyn.experiments.claims import VERDICTS, ClaimResult
+from repdyn.framework.claims import VERDICTS, ClaimResult
+from repdyn.framework.outcome import ExperimentOutcome
 from repdyn.runtime import registry
-from repdyn.runtime.atomic import atomic_write, atomic_write_text
-from repdyn.runtime.reproduce import ExperimentOutcome, write_json_atomic
+from repdyn.runtime.atomic import atomic_write, atomic_write_text, write_json_atomic
 
 ENVIRONMENT = jinja2.Environment(loader=jinja2.PackageLoader("repdyn.report", "templates"),
                           autoescape=jinja2.select_autoescape(["html"]), trim_blocks=True, lstrip_blocks=True)

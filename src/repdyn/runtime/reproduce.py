@@ -22,13 +22,14 @@ from typing import Any
 
 import torch
 
-from repdyn.experiments.base import SCALES, Experiment
-from repdyn.experiments.claims import ClaimResult, Control
-from repdyn.experiments.claims_figure import claims_figure
-from repdyn.experiments.config import ConfigError, apply_overrides, from_dict, run_dict, to_dict, validate
-from repdyn.experiments.verdicts import evaluate, skip
+from repdyn.framework.base import SCALES, Experiment
+from repdyn.framework.claims import Control
+from repdyn.framework.claims_figure import claims_figure
+from repdyn.framework.config import ConfigError, apply_overrides, from_dict, run_dict, to_dict, validate
+from repdyn.framework.outcome import ExperimentOutcome
+from repdyn.framework.verdicts import evaluate, skip
 from repdyn.runtime import registry
-from repdyn.runtime.atomic import atomic_write_text
+from repdyn.runtime.atomic import write_json_atomic
 from repdyn.runtime.executors import run_local, run_tasks
 from repdyn.runtime.progress import collecting_warnings
 from repdyn.runtime.store import ResultStore, StoredRun, derive_seed, run_key
@@ -68,27 +69,6 @@ class Plan:
     @property
     def store(self) -> ResultStore:
         return ResultStore(self.out / "runs", keyed=True)
-
-
-@dataclass
-class ExperimentOutcome:
-    """Everything the report shows for one experiment."""
-
-    name: str
-    title: str
-    paper: str
-    source: str
-    config: dict[str, Any]
-    claims: list[ClaimResult]
-    figures: dict[str, bytes]  # name -> PNG
-    metrics: list[dict[str, Any]]
-    runs: list[dict[str, Any]]  # label, status, seconds, step
-    notes: str = ""
-    errors: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    """Python warnings raised by its runs and its analysis (collected here, not printed)."""
-    analysis_seconds: float = 0.0
-    """CPU-seconds of this process spent reading the stored runs, analysing them and drawing the figures."""
 
 
 def check_scale(scale: str) -> str:
@@ -183,10 +163,6 @@ def tasks_for(plan_: Plan, progress_every: float = 0.0, checkpoint_every: float 
             for task in _variant_tasks(plan_, item, config, progress_every, checkpoint_every, variant):
                 tasks.setdefault(task.key, task)
     return list(tasks.values())
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str))
 
 
 def write_manifest(plan_: Plan) -> None:
