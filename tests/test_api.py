@@ -105,3 +105,24 @@ def test_the_packages_depend_on_each_other_as_designed_and_no_private_name_is_im
             assert not private, f"{path.relative_to(ROOT)} imports {private} from {module}"
     report_imports = {module for path in (SRC / "report").rglob("*.py") for module, _ in _imports(path)}
     assert not {m for m in report_imports if m.startswith(("repdyn.runtime.reproduce", "repdyn.runtime.executors"))}
+
+
+ENTRY_POINTS = sorted(name for name in __import__("repdyn").__all__
+                      if not hasattr(getattr(__import__("repdyn"), name), "__path__") and name != "theory")
+
+
+@pytest.mark.parametrize("name", ENTRY_POINTS)
+def test_each_entry_point_of_the_top_level_has_an_example_that_runs(name, tmp_path, monkeypatch):
+    import doctest
+
+    import repdyn
+
+    monkeypatch.chdir(tmp_path)
+    entry = getattr(repdyn, name)
+    tests = doctest.DocTestFinder(recurse=False).find(entry, name, globs={})
+    examples = sum(len(test.examples) for test in tests)
+    assert examples >= 2, f"repdyn.{name}'s docstring has no example"
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+    for test in tests:
+        runner.run(test)
+    assert runner.summarize(verbose=False).failed == 0
