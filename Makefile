@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 ARGS ?=
 
-.PHONY: test reproduce lint bench clean
+.PHONY: test reproduce lint docs bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,15 @@ $(VENV)/.installed-dev: $(VENV)/.installed
 test: $(VENV)/.installed-dev
 	$(BIN)/python -m pytest $(ARGS)
 
+$(VENV)/.installed-docs: $(VENV)/.installed
+	$(BIN)/pip install -q -c constraints.txt -e '.[docs]'
+	touch $@
+
+# the reference site (README, DESIGN.md, the reproduction notes, the API from the docstrings) in site/; any
+# warning is an error
+docs: $(VENV)/.installed-docs
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check src tests benchmarks examples
 
@@ -32,4 +41,4 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) repdyn-out
+	rm -rf $(VENV) repdyn-out site

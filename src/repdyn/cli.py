@@ -17,12 +17,13 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from repdyn.experiments.config import ConfigError, describe_fields, parse_assignments
+from repdyn.framework.config import ConfigError, describe_fields, parse_assignments
+from repdyn.framework.outcome import ExperimentOutcome
 from repdyn.runtime import registry
 from repdyn.runtime.atomic import WriteError
 from repdyn.runtime.executors import check_executor
 from repdyn.runtime.progress import showing
-from repdyn.runtime.reproduce import ExperimentOutcome, Plan, analyse, load_plan, plan
+from repdyn.runtime.reproduce import Plan, analyse, load_plan, plan
 from repdyn.runtime.reproduce import reproduce as run_and_analyse
 from repdyn.runtime.tasks import TaskFailed
 
@@ -122,7 +123,7 @@ def _execute_with_progress(plan_: Plan, jobs: int, cluster: str | None, force: b
 
 
 def _finish(plan_: Plan, outcomes: list[ExperimentOutcome], as_json: bool) -> None:
-    from repdyn.experiments.records import load_records
+    from repdyn.framework.records import load_records
     from repdyn.report.render import verdict_counts, write_report
     from repdyn.runtime.records import records_folder, with_records
 

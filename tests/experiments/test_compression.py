@@ -10,7 +10,7 @@ import torch
 from memory_cap import outcome_under_cap
 from repdyn.data.manifolds import sample_manifold
 from repdyn.experiments.compression import EXPERIMENTS
-from repdyn.experiments.config import ConfigError, apply_overrides
+from repdyn.framework.config import ConfigError, apply_overrides
 from repdyn.nn.hidden_layer import init_hidden_layer, train_gradient_flow
 
 
@@ -362,9 +362,9 @@ def test_alpha_scan_converged_runs_keep_t_star_and_the_frozen_run_is_the_same_re
 
     from sklearn.svm import SVC
 
-    from repdyn.experiments.base import RunSpec
     from repdyn.experiments.compression.alpha_scan import FROZEN
     from repdyn.experiments.compression.common import draw, generator
+    from repdyn.framework.base import RunSpec
     from repdyn.nn.hidden_layer import HiddenLayerModule
     from repdyn.probes.ntk import empirical_ntk
 

@@ -19,7 +19,7 @@ from repdyn.experiments.compression.real_images import (
     last_layer_jacobian,
     softhinge,
 )
-from repdyn.experiments.config import ConfigError
+from repdyn.framework.config import ConfigError
 from repdyn.probes.ntk import empirical_ntk
 
 EXP = next(e for e in EXPERIMENTS if e.name == "compression.real_images")

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from repdyn.experiments.base import SCALES
-from repdyn.experiments.claims import DECIDED
-from repdyn.experiments.records import RECORDS, load_records, stale
+from repdyn.framework.base import SCALES
+from repdyn.framework.claims import DECIDED
+from repdyn.framework.records import RECORDS, load_records, stale
 from repdyn.report.render import write_report
 from repdyn.runtime import registry
 from repdyn.runtime.reproduce import analyse, execute, plan

@@ -5,8 +5,6 @@ import numpy as np
 import pytest
 
 from repdyn.data.context_blobs import context_blobs
-from repdyn.experiments.base import SCALES
-from repdyn.experiments.config import ConfigError, apply_overrides, validate
 from repdyn.experiments.effective_theory import EXPERIMENTS
 from repdyn.experiments.effective_theory.blobs import classical_mds, context_separation, irrelevant_ratio
 from repdyn.experiments.effective_theory.common import (
@@ -17,6 +15,8 @@ from repdyn.experiments.effective_theory.common import (
     target_mean,
     width_of,
 )
+from repdyn.framework.base import SCALES
+from repdyn.framework.config import ConfigError, apply_overrides, validate
 from repdyn.theory import effective_theory as et
 
 NAMES = [e.name for e in EXPERIMENTS]

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from repdyn.data.geomnist import geomnist
-from repdyn.experiments.config import ConfigError, apply_overrides
 from repdyn.experiments.elastic_sde import EXPERIMENTS
 from repdyn.experiments.elastic_sde.common import train_log
+from repdyn.framework.config import ConfigError, apply_overrides
 from repdyn.theory.elasticity_estimators import strengths_from_integrated
 
 
@@ -262,7 +262,7 @@ def test_bands_overlap_left_needs_bands_that_drift_apart():
 def test_controls_that_only_judge_differently_read_the_claims_runs():
     """general_h's control judges the same simulations against another law, and synthetic's S-C/S-D read neither
     config nor seed: neither is computed twice (one run key for the claim's and the control's variant)."""
-    from repdyn.experiments.config import run_dict
+    from repdyn.framework.config import run_dict
 
     general = _by_name("elastic_sde.general_h")
     config = general.config("quick")
@@ -279,8 +279,8 @@ def test_sample_size_sweep_adds_one_run_per_size_and_metrics_rows_only():
     """Fig. D.3 (full and paper scales): one more run per n_tr, keyed apart from the main run (d3_sweep is
     analysis-only, so the main run's key does not depend on it), reported as metrics rows (two models × seeds per
     size)."""
-    from repdyn.experiments.config import run_dict
     from repdyn.experiments.elastic_sde import geomnist as module
+    from repdyn.framework.config import run_dict
 
     geo = _by_name("elastic_sde.geomnist")
     assert not geo.config("quick").d3_sweep

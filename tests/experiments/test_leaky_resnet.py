@@ -6,9 +6,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from repdyn.experiments.config import ConfigError
 from repdyn.experiments.leaky_resnet import EXPERIMENTS, PAPER
 from repdyn.experiments.leaky_resnet.common import UNTRAINED
+from repdyn.framework.config import ConfigError
 from repdyn.theory import leaky_resnet as lr
 
 BY_NAME = {e.name: e for e in EXPERIMENTS}

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from repdyn.data.univariate import univariate_samples
-from repdyn.experiments.config import ConfigError, apply_overrides
 from repdyn.experiments.shallow_relu import EXPERIMENTS
 from repdyn.experiments.shallow_relu.common import paired_base
+from repdyn.framework.config import ConfigError, apply_overrides
 from repdyn.nn.shallow_relu import ShallowReLUBatch, pytorch_default_init, rescale, train_full_batch_gd
 from repdyn.theory import shallow_relu as sr
 

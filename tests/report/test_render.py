@@ -2,10 +2,10 @@ import json
 
 import pandas as pd
 
-from repdyn.experiments.claims import ClaimSpec, Control, InRange
-from repdyn.experiments.verdicts import evaluate
+from repdyn.framework.claims import ClaimSpec, Control, InRange
+from repdyn.framework.outcome import ExperimentOutcome
+from repdyn.framework.verdicts import evaluate
 from repdyn.report.render import write_report
-from repdyn.runtime.reproduce import ExperimentOutcome
 
 CLAIM = ClaimSpec("c", "a <b>statement</b>", "seed 000, Eq. 7", InRange(0, 1), quote="the paper's <i>words</i>",
                   band_reason="read off Fig. 2", control=Control("untrained", {"steps": 0}))
@@ -37,7 +37,7 @@ def test_report_files_escape_html_and_keep_mixed_metrics(tmp_path):
 
 
 def test_the_claims_figure_draws_seeds_that_could_not_be_measured():
-    from repdyn.experiments.claims_figure import claims_figure
+    from repdyn.framework.claims_figure import claims_figure
 
     claims = [evaluate("e", CLAIM, [0.1, float("nan"), 0.2], control=[float("inf"), 1.0, 1.0]),
               evaluate("e", CLAIM, [0.1, float("inf"), 0.2], control=[3.0, 4.0, 5.0])]

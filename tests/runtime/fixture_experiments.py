@@ -18,9 +18,9 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from repdyn.experiments.base import SCALES, Analysis, Experiment, Paper, RunSpec
-from repdyn.experiments.claims import ClaimSpec, Control, Disagreement, Measured, at_most
-from repdyn.experiments.config import param
+from repdyn.framework.base import SCALES, Analysis, Experiment, Paper, RunSpec
+from repdyn.framework.claims import ClaimSpec, Control, Disagreement, Measured, at_most
+from repdyn.framework.config import param
 from repdyn.nn import MLP, Ensemble, check_finite, train
 from repdyn.nn.progress import Cap, report
 

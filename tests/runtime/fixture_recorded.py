@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from repdyn.experiments.base import Analysis, Experiment, Paper, RunSpec
-from repdyn.experiments.claims import ClaimSpec, Measured, Precondition, at_most
-from repdyn.experiments.config import param
+from repdyn.framework.base import Analysis, Experiment, Paper, RunSpec
+from repdyn.framework.claims import ClaimSpec, Measured, Precondition, at_most
+from repdyn.framework.config import param
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from test_reproduce import FIXTURE, repdyn, stored  # tests/runtime is on sys.path (conftest.py)
 
-from repdyn.experiments.config import ConfigError
+from repdyn.framework.config import ConfigError
 from repdyn.runtime.reproduce import analyse, execute, plan, tasks_for
 from repdyn.runtime.store import QUARANTINE, CorruptRun, ResultStore, Verification
 from repdyn.runtime.tasks import TaskFailed

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from repdyn.experiments.records import config_hash, load_records, stale
+from repdyn.framework.records import config_hash, load_records, stale
 from repdyn.runtime import registry
 
 

@@ -184,7 +184,7 @@ def test_controls_run_as_stored_runs_sharing_their_seed(tmp_path, cli_env):
 
 
 def test_runs_of_one_seed_group_share_their_seed(tmp_path, monkeypatch):
-    from repdyn.experiments.base import RunSpec
+    from repdyn.framework.base import RunSpec
     from repdyn.runtime import registry
     from repdyn.runtime.reproduce import plan, tasks_for
 

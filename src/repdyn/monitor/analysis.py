@@ -759,7 +759,31 @@ class Sweep:
 def analyze(recording: Any, *, figures: bool = False) -> Any:
     """Analyse a recording (a :class:`Recording` or the .npz path of one) into an :class:`Analysis`; several (a
     list of them, or a glob pattern such as ``"runs/monitor/*.npz"``) into a :class:`Sweep` with their tidy frame.
-    See :func:`analyze_one`."""
+    See :func:`analyze_one`.
+
+    Example: a Monitor on a small classifier, then its analysis.
+
+        >>> import tempfile, torch, repdyn
+        >>> from torch import nn
+        >>> from torch.utils.data import DataLoader, TensorDataset
+        >>> _ = torch.manual_seed(0)
+        >>> x = torch.randn(64, 4)
+        >>> loader = DataLoader(TensorDataset(x, (x[:, 0] > 0).long()), batch_size=16)
+        >>> model = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 2))
+        >>> optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        >>> monitor = repdyn.Monitor(model, layers=["1"], probe_inputs=x[:16], labels=(x[:16, 0] > 0).long(),
+        ...                          total_steps=8, loss_kind="cross_entropy")
+        >>> batches = [batch for epoch in range(2) for batch in loader]
+        >>> for step, (xb, yb) in enumerate(batches):
+        ...     loss = nn.functional.cross_entropy(model(xb), yb)
+        ...     _ = monitor.step(step, loss)
+        ...     optimizer.zero_grad()
+        ...     loss.backward()
+        ...     optimizer.step()
+        >>> analysis = repdyn.analyze(monitor.save(tempfile.mkdtemp()))
+        >>> analysis.summary["last_step"], list(analysis.frame.columns)
+        (8, ['run', 'step', 'layer', 'metric', 'value'])
+    """
     import glob
 
     if isinstance(recording, str) and any(c in recording for c in "*?["):

@@ -181,6 +181,26 @@ class Monitor:
             store when saved).
 
     All input problems raise ValueError here, before training starts.
+
+    Example: record before each update, save at the end.
+
+        >>> import tempfile, torch, repdyn
+        >>> _ = torch.manual_seed(0)
+        >>> model = torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
+        >>> x = torch.randn(32, 4)
+        >>> y = (x[:, 0] > 0).long()
+        >>> optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        >>> monitor = repdyn.Monitor(model, layers=["1"], probe_inputs=x[:16], labels=y[:16], total_steps=5,
+        ...                          loss_kind="cross_entropy")
+        >>> for step in range(5):
+        ...     loss = torch.nn.functional.cross_entropy(model(x), y)
+        ...     _ = monitor.step(step, loss)
+        ...     optimizer.zero_grad()
+        ...     loss.backward()
+        ...     optimizer.step()
+        >>> path = monitor.save(tempfile.mkdtemp())
+        >>> repdyn.monitor.load_recording(path).steps.tolist()[-1]
+        5
     """
 
     def __init__(

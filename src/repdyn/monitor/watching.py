@@ -231,7 +231,29 @@ def watch(model: nn.Module, loader: Any = None, *, layers: Any = None, probe_inp
     model's parameters (step 0 is the untrained model), keeps the training loss when the model's output carries
     it (``output.loss``), names the run ``<model class>-<date>-<time>`` (unique in ``save_dir``) and saves
     ``save_dir/monitor/<name>.npz`` after ``total_steps`` updates, at :meth:`Watched.close`, or at exit. Other
-    keyword arguments are the :class:`~repdyn.monitor.Monitor`'s (``loss_kind``, ``measures``, ``name``, ...)."""
+    keyword arguments are the :class:`~repdyn.monitor.Monitor`'s (``loss_kind``, ``measures``, ``name``, ...).
+
+    Example: a loop of 20 updates, watched; the recording is saved after the last one.
+
+        >>> import tempfile, torch, repdyn
+        >>> from torch import nn
+        >>> from torch.utils.data import DataLoader, TensorDataset
+        >>> _ = torch.manual_seed(0)
+        >>> x = torch.randn(64, 4)
+        >>> loader = DataLoader(TensorDataset(x, (x[:, 0] > 0).long()), batch_size=16)
+        >>> model = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 2))
+        >>> optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        >>> watched = repdyn.watch(model, loader, total_steps=20, save_dir=tempfile.mkdtemp(),
+        ...                        loss_kind="cross_entropy")
+        >>> for epoch in range(5):
+        ...     for xb, yb in loader:
+        ...         optimizer.zero_grad()
+        ...         nn.functional.cross_entropy(model(xb), yb).backward()
+        ...         optimizer.step()
+        >>> path = watched.close()
+        >>> path.parent.name, path.suffix
+        ('monitor', '.npz')
+    """
     monitor = monitor_for(model, loader, layers, probe_inputs, labels, probe_per_class=probe_per_class,
                           total_steps=total_steps, **monitor_kwargs)
     return Watched(monitor, save_dir)

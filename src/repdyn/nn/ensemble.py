@@ -20,7 +20,8 @@ ModelFactory = Callable[..., nn.Module]
 """Builds one member: called as ``factory(generator=torch.Generator, **member_kwargs)``."""
 
 
-def _unknown_layers(requested: Iterable[str], available: Sequence[str]) -> None:
+def check_layer_names(requested: Iterable[str], available: Sequence[str]) -> None:
+    """Raise one ``ValueError`` naming every requested layer that is not ``available``, and listing those that are."""
     missing = [name for name in requested if name not in available]
     if missing:
         raise ValueError(f"unknown layer name(s) {missing}; available: {', '.join(available)}")
@@ -140,7 +141,7 @@ class Ensemble(nn.Module):
         """{name: (K, n, ...)} for the named layers, in the current train/eval mode. An unknown name raises a
         ValueError listing the available ones."""
         layers = list(layers)
-        _unknown_layers(layers, self.layer_names())
+        check_layer_names(layers, self.layer_names())
         return self._run(x, layers, None)[1]
 
     def _run(self, x: Tensor, taps: Sequence[str], generator: torch.Generator | None

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 import torch
 from torch import Tensor, nn
 
-from repdyn.nn.ensemble import Ensemble, _unknown_layers, representation_names
+from repdyn.nn.ensemble import Ensemble, check_layer_names, representation_names
 
 
 def layer_names(model: nn.Module) -> list[str]:
@@ -26,7 +26,7 @@ def check_layers(model: nn.Module, layers: Iterable[str]) -> list[str]:
     layers = list(layers)
     if not layers:
         raise ValueError("no layer names given; available: " + ", ".join(layer_names(model)))
-    _unknown_layers(layers, layer_names(model) if isinstance(model, Ensemble)
+    check_layer_names(layers, layer_names(model) if isinstance(model, Ensemble)
                     else [name for name, _ in model.named_modules() if name])
     return layers
 

@@ -15,10 +15,10 @@ import jinja2
 import pandas as pd
 
 import repdyn
-from repdyn.experiments.claims import VERDICTS, ClaimResult
+from repdyn.framework.claims import VERDICTS, ClaimResult
+from repdyn.framework.outcome import ExperimentOutcome
 from repdyn.runtime import registry
-from repdyn.runtime.atomic import atomic_write, atomic_write_text
-from repdyn.runtime.reproduce import ExperimentOutcome, write_json_atomic
+from repdyn.runtime.atomic import atomic_write, atomic_write_text, write_json_atomic
 
 ENVIRONMENT = jinja2.Environment(loader=jinja2.PackageLoader("repdyn.report", "templates"),
                           autoescape=jinja2.select_autoescape(["html"]), trim_blocks=True, lstrip_blocks=True)
@@ -56,7 +56,17 @@ def verdict_counts(claims: Sequence[ClaimResult]) -> dict[str, int]:
 
 def write_report(out: str | os.PathLike[str], outcomes: Sequence[ExperimentOutcome], *, scale: str, seed: int,
                  device: str) -> Path:
-    """Write the report files into ``out``; returns the path of index.html."""
+    """Write the report files into ``out`` (index.html, claims.json, metrics.csv and .parquet, runs.csv); returns
+    the path of index.html.
+
+    Example:
+
+        >>> import tempfile, repdyn
+        >>> p = repdyn.plan(["shallow_relu.lazy_width"], scale="smoke", out=tempfile.mkdtemp())
+        >>> index = repdyn.write_report(p.out, repdyn.reproduce(p), scale="smoke", seed=0, device="cpu")
+        >>> index.name, sorted(path.name for path in index.parent.glob("*.csv"))
+        ('index.html', ['metrics.csv', 'runs.csv'])
+    """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     claims = [claim for outcome in outcomes for claim in outcome.claims]

@@ -6,11 +6,12 @@ A write that fails (a full disk, a quota, a read-only folder) removes its tempor
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 TEMP_PREFIX = ".tmp-"
 
@@ -56,3 +57,8 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[BinaryIO], objec
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     return atomic_write(path, lambda handle: handle.write(text.encode("utf-8")))
+
+
+def write_json_atomic(path: str | os.PathLike[str], data: Any) -> Path:
+    """``data`` as indented JSON with sorted keys (anything else by its ``str``), written atomically."""
+    return atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str))

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from repdyn.experiments.config import ConfigError
+from repdyn.framework.config import ConfigError
 from repdyn.runtime.store import CorruptRun, ResultStore
 from repdyn.runtime.tasks import Task, TaskFailed, execute_task
 

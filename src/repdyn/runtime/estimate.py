@@ -24,8 +24,8 @@ from typing import Any
 
 import torch
 
-from repdyn.experiments.base import RunSpec
-from repdyn.experiments.config import from_dict, run_view
+from repdyn.framework.base import RunSpec
+from repdyn.framework.config import from_dict, run_view
 from repdyn.nn.progress import Cap, reporting
 from repdyn.runtime import registry
 from repdyn.runtime.reproduce import Plan, tasks_for

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import Any
 
-from repdyn.experiments.config import ConfigError
+from repdyn.framework.config import ConfigError
 from repdyn.runtime.tasks import Task, execute_task
 
 OnDone = Callable[[Task, str], None]

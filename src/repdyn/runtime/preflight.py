@@ -6,7 +6,7 @@ Memory: an experiment whose config differs from its scale's (``--set``) is tried
 first run starts in a forked process limited to the memory available to one of ``--jobs`` workers, and is stopped
 after its first training step or :data:`PROBE_CPU_S` CPU-seconds. A run that cannot allocate its memory there, or
 whose memory so far (a lower bound of its peak) times ``--jobs`` exceeds what is available, is refused with the
-numbers (:class:`~repdyn.experiments.config.ConfigError`, exit 2). The scales as shipped are sized by the project
+numbers (:class:`~repdyn.framework.config.ConfigError`, exit 2). The scales as shipped are sized by the project
 (``repdyn plan`` measures them) and are not tried.
 """
 
@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from repdyn.experiments.base import RunSpec
-from repdyn.experiments.config import ConfigError, from_dict, run_view, to_dict
+from repdyn.framework.base import RunSpec
+from repdyn.framework.config import ConfigError, from_dict, run_view, to_dict
 from repdyn.nn.progress import reporting
 from repdyn.runtime.atomic import WriteError
 from repdyn.runtime.estimate import workers

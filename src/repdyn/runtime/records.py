@@ -1,4 +1,4 @@
-"""Writing the full-scale records (:mod:`repdyn.experiments.records`) from a finished full reproduction.
+"""Writing the full-scale records (:mod:`repdyn.framework.records`) from a finished full reproduction.
 
 ``repdyn record DIR`` re-analyses the store of ``repdyn reproduce --scale full --out DIR`` and writes one record per
 paper whose every experiment DIR holds at the code's full config: the claims, the commit, the machine, the
@@ -17,12 +17,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from repdyn.experiments.claims import ClaimResult
-from repdyn.experiments.config import ConfigError
-from repdyn.experiments.records import FORMAT, RECORDS, config_hash, full_verdicts
+from repdyn.framework.claims import ClaimResult
+from repdyn.framework.config import ConfigError
+from repdyn.framework.outcome import ExperimentOutcome
+from repdyn.framework.records import FORMAT, RECORDS, config_hash, full_verdicts
 from repdyn.runtime import registry
 from repdyn.runtime.atomic import atomic_write_text
-from repdyn.runtime.reproduce import ExperimentOutcome, Plan
+from repdyn.runtime.reproduce import Plan
 
 
 def machine() -> dict[str, Any]:

@@ -12,8 +12,8 @@ import pkgutil
 from collections.abc import Iterable
 
 import repdyn.experiments
-from repdyn.experiments.base import Experiment, Paper
-from repdyn.experiments.config import ConfigError
+from repdyn.framework.base import Experiment, Paper
+from repdyn.framework.config import ConfigError
 
 
 @functools.cache

@@ -22,13 +22,14 @@ from typing import Any
 
 import torch
 
-from repdyn.experiments.base import SCALES, Experiment
-from repdyn.experiments.claims import ClaimResult, Control
-from repdyn.experiments.claims_figure import claims_figure
-from repdyn.experiments.config import ConfigError, apply_overrides, from_dict, run_dict, to_dict, validate
-from repdyn.experiments.verdicts import evaluate, skip
+from repdyn.framework.base import SCALES, Experiment
+from repdyn.framework.claims import Control
+from repdyn.framework.claims_figure import claims_figure
+from repdyn.framework.config import ConfigError, apply_overrides, from_dict, run_dict, to_dict, validate
+from repdyn.framework.outcome import ExperimentOutcome
+from repdyn.framework.verdicts import evaluate, skip
 from repdyn.runtime import registry
-from repdyn.runtime.atomic import atomic_write_text
+from repdyn.runtime.atomic import write_json_atomic
 from repdyn.runtime.executors import run_local, run_tasks
 from repdyn.runtime.progress import collecting_warnings
 from repdyn.runtime.store import ResultStore, StoredRun, derive_seed, run_key
@@ -70,27 +71,6 @@ class Plan:
         return ResultStore(self.out / "runs", keyed=True)
 
 
-@dataclass
-class ExperimentOutcome:
-    """Everything the report shows for one experiment."""
-
-    name: str
-    title: str
-    paper: str
-    source: str
-    config: dict[str, Any]
-    claims: list[ClaimResult]
-    figures: dict[str, bytes]  # name -> PNG
-    metrics: list[dict[str, Any]]
-    runs: list[dict[str, Any]]  # label, status, seconds, step
-    notes: str = ""
-    errors: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    """Python warnings raised by its runs and its analysis (collected here, not printed)."""
-    analysis_seconds: float = 0.0
-    """CPU-seconds of this process spent reading the stored runs, analysing them and drawing the figures."""
-
-
 def check_scale(scale: str) -> str:
     if scale not in SCALES:
         raise ConfigError(f"unknown scale {scale!r}: choose one of {', '.join(SCALES)}")
@@ -109,7 +89,19 @@ def check_device(device: str, *, here: bool = True) -> str:
 def plan(names: Sequence[str] | None, *, scale: str = "quick", overrides: Mapping[str, str] | None = None,
          seed: int = 0, device: str = "cpu", out: str | os.PathLike[str] = "repdyn-out",
          cluster: str | None = None) -> Plan:
-    """Resolve and validate a reproduction. Raises ConfigError on any bad input; writes nothing."""
+    """Resolve and validate a reproduction. Raises ConfigError on any bad input; writes nothing.
+
+    Example: the plan names each experiment with its config at the scale; nothing is written yet.
+
+        >>> import tempfile, repdyn
+        >>> p = repdyn.plan(["shallow_relu.lazy_width"], scale="smoke", out=tempfile.mkdtemp())
+        >>> [(item.name, p.scale) for item in p.experiments]
+        [('shallow_relu.lazy_width', 'smoke')]
+        >>> repdyn.plan(["shallow_relu.lazy_width"], scale="huge")
+        Traceback (most recent call last):
+        ...
+        repdyn.framework.config.ConfigError: unknown scale 'huge': choose one of smoke, quick, full, paper
+    """
     check_scale(scale)
     check_device(device, here=cluster is None or cluster.startswith("local:"))
     if seed < 0:
@@ -185,10 +177,6 @@ def tasks_for(plan_: Plan, progress_every: float = 0.0, checkpoint_every: float 
     return list(tasks.values())
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str))
-
-
 def write_manifest(plan_: Plan) -> None:
     write_json_atomic(plan_.out / MANIFEST, {
         "scale": plan_.scale, "seed": plan_.seed, "device": plan_.device,
@@ -245,7 +233,16 @@ def execute(plan_: Plan, *, jobs: int = 1, cluster: str | None = None, force: bo
     """Run every task of the plan whose result is not stored yet (all of them with ``force``); each run logs its
     progress every ``progress_every`` seconds when that is > 0 (see :mod:`repdyn.runtime.progress`) and
     checkpoints its training loops every ``checkpoint_every`` seconds (see :mod:`repdyn.nn.checkpoint`): a killed
-    run resumes from its last checkpoint."""
+    run resumes from its last checkpoint.
+
+    Example: the runs land in the plan's store, ``out/runs/<experiment>/``.
+
+        >>> import tempfile, repdyn
+        >>> p = repdyn.plan(["shallow_relu.lazy_width"], scale="smoke", out=tempfile.mkdtemp())
+        >>> repdyn.execute(p)
+        >>> len(list((p.out / "runs" / "shallow_relu.lazy_width").glob("*.npz"))) > 0
+        True
+    """
     todo = _todo(plan_, jobs, cluster, force, on_start, progress_every, checkpoint_every)
     run_tasks(todo, jobs=jobs, cluster=cluster, on_done=on_done)
 
@@ -256,7 +253,15 @@ def reproduce(plan_: Plan, *, jobs: int = 1, cluster: str | None = None, force: 
               checkpoint_every: float = 0.0) -> list[ExperimentOutcome]:
     """:func:`execute`, then :func:`analyse`, with the same arguments. Without a cluster each experiment is
     analysed as soon as its last run is stored, by the same workers, ahead of the runs still waiting: the
-    analyses fill the workers that the last long runs leave idle instead of all following the last run."""
+    analyses fill the workers that the last long runs leave idle instead of all following the last run.
+
+    Example: the runs, then each claim judged, in one call.
+
+        >>> import tempfile, repdyn
+        >>> p = repdyn.plan(["shallow_relu.lazy_width"], scale="smoke", out=tempfile.mkdtemp())
+        >>> [(claim.id, claim.verdict) for outcome in repdyn.reproduce(p) for claim in outcome.claims]
+        [('knot_speed_scaling', 'reproduced')]
+    """
     if cluster is not None:
         execute(plan_, jobs=jobs, cluster=cluster, force=force, on_done=on_done, on_start=on_start,
                 progress_every=progress_every, checkpoint_every=checkpoint_every)
@@ -317,7 +322,18 @@ def analyse(plan_: Plan, *, recompute: bool = True, jobs: int = 1) -> list[Exper
     """Analyse stored results (a run missing or corrupt by now is recomputed when ``recompute``, see
     :func:`stored_run`) and judge every claim against its negative control. Claims that depend on a diverged run
     are not reproduced, with that reason. With ``jobs`` > 1 the experiments are analysed side by side in that many
-    worker processes, each reading the plan back from ``out/manifest.json`` (written by :func:`execute`)."""
+    worker processes, each reading the plan back from ``out/manifest.json`` (written by :func:`execute`).
+
+    Example: each claim with its verdict, per-seed interval and band.
+
+        >>> import tempfile, repdyn
+        >>> p = repdyn.plan(["shallow_relu.lazy_width"], scale="smoke", out=tempfile.mkdtemp())
+        >>> repdyn.execute(p)
+        >>> (outcome,) = repdyn.analyse(p)
+        >>> claim = outcome.claims[0]
+        >>> claim.id, claim.verdict, claim.ci_low <= claim.estimate <= claim.ci_high
+        ('knot_speed_scaling', 'reproduced', True)
+    """
     if jobs == 1 or len(plan_.experiments) < 2:
         return [_analyse_item(plan_, item, recompute) for item in plan_.experiments]
     from joblib import Parallel, delayed

@@ -19,8 +19,8 @@ from typing import Any
 import torch
 from threadpoolctl import threadpool_limits
 
-from repdyn.experiments.base import RunSpec
-from repdyn.experiments.config import from_dict, run_dict, run_view
+from repdyn.framework.base import RunSpec
+from repdyn.framework.config import from_dict, run_dict, run_view
 from repdyn.nn.checkpoint import Checkpointer, DamagedCheckpoint, checkpointing
 from repdyn.nn.divergence import Diverged
 from repdyn.runtime import registry

@@ -8,13 +8,13 @@ single_neuron: Eq. (5) + (7) ODE vs the network's neurons up to t*, and the attr
 real_images: the CNN of spec 003 §2.13 on digit parity, frozen init vs final NTK (Figs. 8, 9c,d; §5.2).
 """
 
-from repdyn.experiments.base import Paper
 from repdyn.experiments.compression.alpha_scan import AlphaScan
 from repdyn.experiments.compression.amplification import Amplification
 from repdyn.experiments.compression.learning_curves import LearningCurves
 from repdyn.experiments.compression.ntk_pca import NtkPca
 from repdyn.experiments.compression.real_images import RealImages
 from repdyn.experiments.compression.single_neuron import SingleNeuron
+from repdyn.framework.base import Paper
 
 PAPER = Paper("003", "compression", "Compressing invariant manifolds in neural nets",
               "Paccolat, Petrini, Geiger, Tyloo & Wyart",
@@ -22,3 +22,6 @@ PAPER = Paper("003", "compression", "Compressing invariant manifolds in neural n
               "better learning-curve exponents than the lazy (NTK) regime, informative NTK eigenvectors.")
 
 EXPERIMENTS = (Amplification(), LearningCurves(), NtkPca(), AlphaScan(), SingleNeuron(), RealImages())
+
+__all__ = ["AlphaScan", "Amplification", "EXPERIMENTS", "LearningCurves", "NtkPca", "PAPER", "RealImages",
+           "SingleNeuron"]

@@ -10,8 +10,6 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from repdyn.data.manifolds import sample_manifold
-from repdyn.experiments.base import Analysis, Experiment, RunResult, RunSpec
-from repdyn.experiments.claims import ClaimSpec, Control, InRange, Measured, at_least
 from repdyn.experiments.compression.common import (
     MEMORY_HELP,
     draw,
@@ -26,7 +24,9 @@ from repdyn.experiments.compression.common import (
     train,
     trained_ntk_svm_error,
 )
-from repdyn.experiments.config import ConfigError, param
+from repdyn.framework.base import Analysis, Experiment, RunResult, RunSpec
+from repdyn.framework.claims import ClaimSpec, Control, InRange, Measured, at_least
+from repdyn.framework.config import ConfigError, param
 from repdyn.theory.compression import (
     classification_error,
     fastest_attractor,

@@ -10,8 +10,6 @@ import numpy as np
 from matplotlib.figure import Figure
 from scipy.special import erf
 
-from repdyn.experiments.base import Analysis, Experiment, RunResult, RunSpec
-from repdyn.experiments.claims import ClaimSpec, CloseTo, Control, InRange, Measured, at_least
 from repdyn.experiments.compression.common import (
     MEMORY_HELP,
     UNTRAINED,
@@ -24,7 +22,9 @@ from repdyn.experiments.compression.common import (
     train,
     trial_slopes,
 )
-from repdyn.experiments.config import param
+from repdyn.framework.base import Analysis, Experiment, RunResult, RunSpec
+from repdyn.framework.claims import ClaimSpec, CloseTo, Control, InRange, Measured, at_least
+from repdyn.framework.config import param
 from repdyn.theory.compression import (
     CYLINDER_RADIUS,
     STRIPE_X_MAX,

@@ -17,7 +17,7 @@ import torch
 from sklearn.svm import SVC
 
 from repdyn.data.manifolds import informative_dimension, sample_manifold
-from repdyn.experiments.claims import Control, Measured, Precondition, at_least
+from repdyn.framework.claims import Control, Measured, Precondition, at_least
 from repdyn.nn.hidden_layer import (
     FlowResult,
     HiddenLayerNet,

@@ -11,17 +11,6 @@ import torch
 from matplotlib.figure import Figure
 
 from repdyn.data.manifolds import compress, sample_manifold
-from repdyn.experiments.base import Analysis, Experiment, RunResult, RunSpec
-from repdyn.experiments.claims import (
-    ClaimSpec,
-    CloseTo,
-    Holds,
-    InRange,
-    Measured,
-    at_least,
-    at_most,
-    values_text,
-)
 from repdyn.experiments.compression.common import (
     AT_INIT,
     AT_INIT_HELP,
@@ -40,7 +29,18 @@ from repdyn.experiments.compression.common import (
     trained_ntk_svm_error,
     trial_slopes,
 )
-from repdyn.experiments.config import ConfigError, param
+from repdyn.framework.base import Analysis, Experiment, RunResult, RunSpec
+from repdyn.framework.claims import (
+    ClaimSpec,
+    CloseTo,
+    Holds,
+    InRange,
+    Measured,
+    at_least,
+    at_most,
+    values_text,
+)
+from repdyn.framework.config import ConfigError, param
 from repdyn.theory.compression import (
     classification_error,
     feature_exponent,

@@ -11,16 +11,6 @@ import torch
 from matplotlib.figure import Figure
 
 from repdyn.data.manifolds import sample_manifold
-from repdyn.experiments.base import Analysis, Experiment, RunResult, RunSpec
-from repdyn.experiments.claims import (
-    ClaimSpec,
-    Control,
-    Disagreement,
-    InRange,
-    Measured,
-    Precondition,
-    at_least,
-)
 from repdyn.experiments.compression.common import (
     AT_INIT,
     AT_INIT_HELP,
@@ -36,7 +26,17 @@ from repdyn.experiments.compression.common import (
     train,
     trial_ntk,
 )
-from repdyn.experiments.config import param
+from repdyn.framework.base import Analysis, Experiment, RunResult, RunSpec
+from repdyn.framework.claims import (
+    ClaimSpec,
+    Control,
+    Disagreement,
+    InRange,
+    Measured,
+    Precondition,
+    at_least,
+)
+from repdyn.framework.config import param
 from repdyn.probes.intrinsic_dimension import curve_fraction
 from repdyn.probes.kernel_pca import kernel_pca
 

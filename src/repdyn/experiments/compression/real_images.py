@@ -18,8 +18,6 @@ from torch.nn import functional as F
 
 from repdyn.data.digits import DIGITS_SIZE, load_digits
 from repdyn.data.mnist import check_mnist_folder, load_mnist
-from repdyn.experiments.base import Analysis, Experiment, RunResult, RunSpec
-from repdyn.experiments.claims import ClaimSpec, Measured, Precondition, at_least, at_most
 from repdyn.experiments.compression.common import (
     AT_INIT,
     AT_INIT_HELP,
@@ -29,7 +27,9 @@ from repdyn.experiments.compression.common import (
     label_modes,
     svm_error,
 )
-from repdyn.experiments.config import ConfigError, check_data_folder, param
+from repdyn.framework.base import Analysis, Experiment, RunResult, RunSpec
+from repdyn.framework.claims import ClaimSpec, Measured, Precondition, at_least, at_most
+from repdyn.framework.config import ConfigError, check_data_folder, param
 from repdyn.nn.divergence import Diverged, check_finite
 from repdyn.nn.mnas_cnn import MnasCNN
 from repdyn.probes.intrinsic_dimension import curve_fraction, two_nn

@@ -12,8 +12,6 @@ from matplotlib.figure import Figure
 from scipy import integrate
 
 from repdyn.data.manifolds import sample_manifold
-from repdyn.experiments.base import Analysis, Experiment, RunResult, RunSpec
-from repdyn.experiments.claims import ClaimSpec, Holds, Measured, at_most
 from repdyn.experiments.compression.common import (
     GIB,
     UNTRAINED,
@@ -22,7 +20,9 @@ from repdyn.experiments.compression.common import (
     generator,
     t_star_precondition,
 )
-from repdyn.experiments.config import param
+from repdyn.framework.base import Analysis, Experiment, RunResult, RunSpec
+from repdyn.framework.claims import ClaimSpec, Holds, Measured, at_most
+from repdyn.framework.config import param
 from repdyn.nn.hidden_layer import init_hidden_layer, stack_params, train_gradient_flow
 from repdyn.theory.compression import (
     STRIPE_X_MAX,

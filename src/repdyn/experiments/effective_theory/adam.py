@@ -17,9 +17,6 @@ from matplotlib.figure import Figure
 
 from repdyn.data.two_points import CODE_DX, CODE_DY
 from repdyn.data.xor import xor_data
-from repdyn.experiments.base import Analysis, Experiment, RunSpec
-from repdyn.experiments.claims import ClaimSpec, Control, Measured, at_least, at_most, values_text
-from repdyn.experiments.config import param
 from repdyn.experiments.effective_theory.common import (
     CONVERGED_LOSS,
     TABLE1,
@@ -33,6 +30,9 @@ from repdyn.experiments.effective_theory.common import (
 )
 from repdyn.experiments.effective_theory.multipoint import pairwise, train_recording
 from repdyn.experiments.effective_theory.xor import SHALLOW_GAIN, merge_ratios
+from repdyn.framework.base import Analysis, Experiment, RunSpec
+from repdyn.framework.claims import ClaimSpec, Control, Measured, at_least, at_most, values_text
+from repdyn.framework.config import param
 
 
 @dataclass(frozen=True)

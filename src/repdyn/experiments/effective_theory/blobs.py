@@ -17,12 +17,12 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from repdyn.data.context_blobs import ContextBlobs, context_blobs
-from repdyn.experiments.base import Analysis, Experiment, RunSpec
-from repdyn.experiments.claims import ClaimSpec, Control, Measured, at_least, at_most
-from repdyn.experiments.config import param
 from repdyn.experiments.effective_theory.common import gated, readout_layer
 from repdyn.experiments.effective_theory.common import learnt as learnt_precondition
 from repdyn.experiments.effective_theory.multipoint import pairwise, train_recording
+from repdyn.framework.base import Analysis, Experiment, RunSpec
+from repdyn.framework.claims import ClaimSpec, Control, Measured, at_least, at_most
+from repdyn.framework.config import param
 
 BLOB_TABLE = {"very_low": (0.275, 0.05, 2000), "low": (0.5, 0.015, 1500), "high": (2.0, 0.0015, 750)}
 """Table 2 (middle): name -> (tanh gain, learning rate, epochs) of the 4 × 100 network."""

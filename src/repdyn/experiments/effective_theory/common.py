@@ -11,9 +11,9 @@ import torch
 from matplotlib.figure import Figure
 
 from repdyn.data.two_points import CODE_DX, CODE_DY, two_point_data
-from repdyn.experiments.base import RunSpec
-from repdyn.experiments.claims import Control, Precondition, at_least, at_most
-from repdyn.experiments.config import ConfigError, param
+from repdyn.framework.base import RunSpec
+from repdyn.framework.claims import Control, Precondition, at_least, at_most
+from repdyn.framework.config import ConfigError, param
 from repdyn.nn import MLP, Ensemble, Schedule, train
 from repdyn.nn.cnn import ConvChain
 from repdyn.probes.two_point import TwoPointState, two_point_recorder

@@ -7,8 +7,6 @@ from collections.abc import Mapping
 import numpy as np
 from matplotlib.figure import Figure
 
-from repdyn.experiments.base import Analysis, Experiment, RunSpec
-from repdyn.experiments.claims import ClaimSpec, Measured, at_least
 from repdyn.experiments.effective_theory.common import (
     DEFAULT_RUN_SCALES,
     UNTRAINED,
@@ -21,6 +19,8 @@ from repdyn.experiments.effective_theory.common import (
     select_networks,
     train_default_networks,
 )
+from repdyn.framework.base import Analysis, Experiment, RunSpec
+from repdyn.framework.claims import ClaimSpec, Measured, at_least
 from repdyn.theory import effective_theory as et
 
 PAPER_CONTROL_LOSSES = {"original": 0.92, "factor_two": 15.35, "square": 16.61, "minus_sign": 2.99, "drop_term": 5.64}

@@ -9,8 +9,6 @@ import numpy as np
 from matplotlib.figure import Figure
 from scipy import stats
 
-from repdyn.experiments.base import Analysis, Experiment, RunSpec
-from repdyn.experiments.claims import ClaimSpec, Measured, at_least, at_most
 from repdyn.experiments.effective_theory.common import (
     DEFAULT_RUN_SCALES,
     UNTRAINED,
@@ -24,6 +22,8 @@ from repdyn.experiments.effective_theory.common import (
     select_networks,
     train_default_networks,
 )
+from repdyn.framework.base import Analysis, Experiment, RunSpec
+from repdyn.framework.claims import ClaimSpec, Measured, at_least, at_most
 
 ACCURATE = 0.1
 """Normalised fit loss at or below which the theory counts as accurate at a layer: the band of second_half_fit (and of

@@ -24,13 +24,13 @@ from scipy import stats
 
 from repdyn.data.digits import load_digits, one_hot
 from repdyn.data.mnist import check_mnist_folder, load_mnist
-from repdyn.experiments.base import Analysis, Experiment, RunSpec
-from repdyn.experiments.claims import ClaimSpec, Control, Disagreement, Holds, Measured, at_least, at_most
-from repdyn.experiments.config import check_data_folder, param
 from repdyn.experiments.effective_theory.blobs import LEARNT
 from repdyn.experiments.effective_theory.common import fit_member, readout_layer, trajectory_figure
 from repdyn.experiments.effective_theory.common import learnt as learnt_precondition
 from repdyn.experiments.effective_theory.multipoint import pairwise
+from repdyn.framework.base import Analysis, Experiment, RunSpec
+from repdyn.framework.claims import ClaimSpec, Control, Disagreement, Holds, Measured, at_least, at_most
+from repdyn.framework.config import check_data_folder, param
 from repdyn.nn import MLP, Ensemble, Schedule, train
 from repdyn.probes.activations import activations
 from repdyn.probes.taylor import taylor_terms

@@ -12,9 +12,6 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from repdyn.data.two_points import CODE_DX, CODE_DY
-from repdyn.experiments.base import Analysis, Experiment, RunSpec
-from repdyn.experiments.claims import ClaimSpec, InRange, Measured, at_least, at_most
-from repdyn.experiments.config import param
 from repdyn.experiments.effective_theory.common import (
     TABLE1,
     UNTRAINED,
@@ -24,6 +21,9 @@ from repdyn.experiments.effective_theory.common import (
     train_two_point,
     width_of,
 )
+from repdyn.framework.base import Analysis, Experiment, RunSpec
+from repdyn.framework.claims import ClaimSpec, InRange, Measured, at_least, at_most
+from repdyn.framework.config import param
 from repdyn.theory import effective_theory as et
 
 

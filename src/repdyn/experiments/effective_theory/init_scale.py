@@ -10,9 +10,6 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from repdyn.data.two_points import CODE_DY
-from repdyn.experiments.base import Analysis, Experiment, RunSpec
-from repdyn.experiments.claims import ClaimSpec, CloseTo, Disagreement, Measured, at_least, at_most
-from repdyn.experiments.config import param
 from repdyn.experiments.effective_theory.common import (
     INIT_SCALES,
     TABLE1,
@@ -33,6 +30,9 @@ from repdyn.experiments.effective_theory.common import (
     train_two_point,
     trajectory_figure,
 )
+from repdyn.framework.base import Analysis, Experiment, RunSpec
+from repdyn.framework.claims import ClaimSpec, CloseTo, Disagreement, Measured, at_least, at_most
+from repdyn.framework.config import param
 from repdyn.theory import effective_theory as et
 
 DEFAULT_GAIN = TABLE1["default"].gain

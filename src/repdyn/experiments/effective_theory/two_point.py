@@ -12,9 +12,6 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from repdyn.data.two_points import CODE_DX, CODE_DY, TEXT_DX, TEXT_DY
-from repdyn.experiments.base import Analysis, Experiment, RunSpec
-from repdyn.experiments.claims import ClaimSpec, Disagreement, Holds, Measured, at_least, at_most
-from repdyn.experiments.config import param
 from repdyn.experiments.effective_theory.common import (
     CONVERGED_LOSS,
     TABLE1,
@@ -32,6 +29,9 @@ from repdyn.experiments.effective_theory.common import (
     trajectory_figure,
     width_of,
 )
+from repdyn.framework.base import Analysis, Experiment, RunSpec
+from repdyn.framework.claims import ClaimSpec, Disagreement, Holds, Measured, at_least, at_most
+from repdyn.framework.config import param
 from repdyn.theory import effective_theory as et
 
 FIG2 = "matches the theory after fitting two constants"

@@ -11,18 +11,6 @@ from matplotlib.figure import Figure
 
 from repdyn.data.two_points import CODE_DX, CODE_DY
 from repdyn.data.xor import xor_data
-from repdyn.experiments.base import Analysis, Experiment, RunSpec
-from repdyn.experiments.claims import (
-    ClaimSpec,
-    CloseTo,
-    Control,
-    Disagreement,
-    Measured,
-    at_least,
-    at_most,
-    values_text,
-)
-from repdyn.experiments.config import param
 from repdyn.experiments.effective_theory.common import (
     CONVERGED_LOSS,
     TABLE1,
@@ -34,6 +22,18 @@ from repdyn.experiments.effective_theory.common import (
     train_two_point,
 )
 from repdyn.experiments.effective_theory.multipoint import pairwise, pairwise_prediction, train_recording
+from repdyn.framework.base import Analysis, Experiment, RunSpec
+from repdyn.framework.claims import (
+    ClaimSpec,
+    CloseTo,
+    Control,
+    Disagreement,
+    Measured,
+    at_least,
+    at_most,
+    values_text,
+)
+from repdyn.framework.config import param
 
 XOR_TABLE = {0.7: 0.015, 0.85: 0.015, 1.25: 0.002, 2.0: 3e-9}
 """Deep (20 × 500) XOR gain -> learning rate as written for PyTorch's nn.MSELoss (no ½): the authors' notebook

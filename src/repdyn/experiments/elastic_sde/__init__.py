@@ -11,12 +11,12 @@
 - ``cifar``: Fig. 3 / D.4 on CIFAR-10, K ∈ {2, 3}, only with ``--set data_dir=…``.
 """
 
-from repdyn.experiments.base import Paper
 from repdyn.experiments.elastic_sde.cifar import CifarElasticity
 from repdyn.experiments.elastic_sde.general_h import GeneralHLaw
 from repdyn.experiments.elastic_sde.geomnist import GeoMNISTDynamics
 from repdyn.experiments.elastic_sde.label_noise import LabelNoisePhaseTransition
 from repdyn.experiments.elastic_sde.synthetic import SyntheticChecks
+from repdyn.framework.base import Paper
 
 PAPER = Paper("004", "elastic_sde", "Imitating Deep Learning Dynamics via Locally Elastic Stochastic Differential "
               "Equations", "Zhang, Wang & Su (NeurIPS 2021)",
@@ -25,3 +25,6 @@ PAPER = Paper("004", "elastic_sde", "Imitating Deep Learning Dynamics via Locall
 
 EXPERIMENTS = (SyntheticChecks(), GeoMNISTDynamics(), LabelNoisePhaseTransition(), CifarElasticity(),
                GeneralHLaw())
+
+__all__ = ["CifarElasticity", "EXPERIMENTS", "GeneralHLaw", "GeoMNISTDynamics", "LabelNoisePhaseTransition", "PAPER",
+           "SyntheticChecks"]

@@ -10,9 +10,6 @@ from pathlib import Path
 import numpy as np
 
 from repdyn.data.cifar10 import check_cifar10_folder, cifar_subset
-from repdyn.experiments.base import Analysis, Experiment, RunResult, RunSpec
-from repdyn.experiments.claims import ClaimSpec, Control, Measured, at_least
-from repdyn.experiments.config import ConfigError, check_data_folder, param
 from repdyn.experiments.elastic_sde.common import (
     DTYPES,
     NUMBER,
@@ -25,6 +22,9 @@ from repdyn.experiments.elastic_sde.common import (
     train_log,
     val_chunk_param,
 )
+from repdyn.framework.base import Analysis, Experiment, RunResult, RunSpec
+from repdyn.framework.claims import ClaimSpec, Control, Measured, at_least
+from repdyn.framework.config import ConfigError, check_data_folder, param
 
 
 @dataclass(frozen=True)

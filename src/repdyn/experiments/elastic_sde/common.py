@@ -12,9 +12,9 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from repdyn.experiments.base import RunResult
-from repdyn.experiments.claims import Precondition, at_most
-from repdyn.experiments.config import param
+from repdyn.framework.base import RunResult
+from repdyn.framework.claims import Precondition, at_most
+from repdyn.framework.config import param
 from repdyn.nn.lenet import lenet_ensemble, train_batch1_sgd
 from repdyn.theory import elasticity_estimators as ee
 

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 import numpy as np
 from matplotlib.figure import Figure
 
-from repdyn.experiments.base import Analysis, Experiment, RunResult, RunSpec
-from repdyn.experiments.claims import ClaimSpec, Control, Measured, at_most
-from repdyn.experiments.config import param
 from repdyn.experiments.elastic_sde.common import NUMBER
+from repdyn.framework.base import Analysis, Experiment, RunResult, RunSpec
+from repdyn.framework.claims import ClaimSpec, Control, Measured, at_most
+from repdyn.framework.config import param
 from repdyn.theory import elastic_sde as es
 
 K, P = 3, 2

@@ -15,9 +15,6 @@ from scipy.signal import savgol_filter
 from scipy.stats import mannwhitneyu
 
 from repdyn.data.geomnist import corrupt_labels, geomnist
-from repdyn.experiments.base import Analysis, Experiment, RunResult, RunSpec
-from repdyn.experiments.claims import ClaimSpec, Control, Disagreement, Measured, at_least, at_most
-from repdyn.experiments.config import ConfigError, param
 from repdyn.experiments.elastic_sde.common import (
     DTYPES,
     NUMBER,
@@ -33,6 +30,9 @@ from repdyn.experiments.elastic_sde.common import (
     train_log,
     val_chunk_param,
 )
+from repdyn.framework.base import Analysis, Experiment, RunResult, RunSpec
+from repdyn.framework.claims import ClaimSpec, Control, Disagreement, Measured, at_least, at_most
+from repdyn.framework.config import ConfigError, param
 from repdyn.theory import elastic_sde as es
 from repdyn.theory import elasticity_estimators as ee
 

@@ -15,9 +15,6 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from repdyn.data.geomnist import corrupt_labels, geomnist
-from repdyn.experiments.base import Analysis, Experiment, RunResult, RunSpec
-from repdyn.experiments.claims import ClaimSpec, Control, Measured, Precondition, at_least, at_most
-from repdyn.experiments.config import param
 from repdyn.experiments.elastic_sde.common import (
     DTYPES,
     LN3,
@@ -29,6 +26,9 @@ from repdyn.experiments.elastic_sde.common import (
     train_log,
     val_chunk_param,
 )
+from repdyn.framework.base import Analysis, Experiment, RunResult, RunSpec
+from repdyn.framework.claims import ClaimSpec, Control, Measured, Precondition, at_least, at_most
+from repdyn.framework.config import param
 from repdyn.theory import elasticity_estimators as ee
 
 PAPER_P_ERRS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 2 / 3, 0.7, 0.8)

@@ -16,10 +16,10 @@ from matplotlib.figure import Figure
 from scipy.integrate import solve_ivp
 from scipy.special import erf
 
-from repdyn.experiments.base import Analysis, Experiment, RunResult, RunSpec
-from repdyn.experiments.claims import ClaimSpec, CloseTo, Control, Disagreement, Measured, at_least, at_most
-from repdyn.experiments.config import param
 from repdyn.experiments.elastic_sde.common import NUMBER
+from repdyn.framework.base import Analysis, Experiment, RunResult, RunSpec
+from repdyn.framework.claims import ClaimSpec, CloseTo, Control, Disagreement, Measured, at_least, at_most
+from repdyn.framework.config import param
 from repdyn.theory import elastic_sde as es
 from repdyn.theory import elasticity_estimators as ee
 

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from repdyn.data.teacher import TEACHER_KINDS, bottleneck_teacher
-from repdyn.experiments.config import ConfigError, param
+from repdyn.framework.config import ConfigError, param
 from repdyn.nn.leaky_resnet import INITS, LeakyResNet, TrainingPlan, data_cost, lbfgs_finish
 from repdyn.probes.rank import effective_rank
 from repdyn.theory import leaky_resnet as lr

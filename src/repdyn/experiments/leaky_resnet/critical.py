@@ -15,10 +15,10 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from repdyn.experiments.base import Analysis, Experiment, RunResult, RunSpec
-from repdyn.experiments.claims import ClaimSpec, InRange, Measured, at_most, values_text
-from repdyn.experiments.config import ConfigError, param
 from repdyn.experiments.leaky_resnet.common import NUMBER
+from repdyn.framework.base import Analysis, Experiment, RunResult, RunSpec
+from repdyn.framework.claims import ClaimSpec, InRange, Measured, at_most, values_text
+from repdyn.framework.config import ConfigError, param
 from repdyn.nn.progress import report
 from repdyn.theory import leaky_resnet as lr
 

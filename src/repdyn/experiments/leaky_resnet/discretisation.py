@@ -12,21 +12,6 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from repdyn.experiments.base import Analysis, Experiment, RunResult, RunSpec
-from repdyn.experiments.claims import (
-    ClaimSpec,
-    Control,
-    Disagreement,
-    Holds,
-    InRange,
-    Measured,
-    NullEffect,
-    Precondition,
-    at_least,
-    at_most,
-    values_text,
-)
-from repdyn.experiments.config import param
 from repdyn.experiments.leaky_resnet.common import (
     AT_CRITICAL,
     FIT,
@@ -51,6 +36,21 @@ from repdyn.experiments.leaky_resnet.common import (
     test_error,
     train_error,
 )
+from repdyn.framework.base import Analysis, Experiment, RunResult, RunSpec
+from repdyn.framework.claims import (
+    ClaimSpec,
+    Control,
+    Disagreement,
+    Holds,
+    InRange,
+    Measured,
+    NullEffect,
+    Precondition,
+    at_least,
+    at_most,
+    values_text,
+)
+from repdyn.framework.config import param
 from repdyn.nn.leaky_resnet import LeakyResNet, fit
 from repdyn.theory import leaky_resnet as lr
 

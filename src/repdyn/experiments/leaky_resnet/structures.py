@@ -14,19 +14,6 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from repdyn.experiments.base import Analysis, Experiment, RunResult, RunSpec
-from repdyn.experiments.claims import (
-    ClaimSpec,
-    Control,
-    Disagreement,
-    InRange,
-    Measured,
-    Precondition,
-    at_least,
-    at_most,
-    values_text,
-)
-from repdyn.experiments.config import ConfigError, param
 from repdyn.experiments.leaky_resnet.common import (
     AT_CRITICAL,
     FIT,
@@ -51,6 +38,19 @@ from repdyn.experiments.leaky_resnet.common import (
     test_error,
     train_error,
 )
+from repdyn.framework.base import Analysis, Experiment, RunResult, RunSpec
+from repdyn.framework.claims import (
+    ClaimSpec,
+    Control,
+    Disagreement,
+    InRange,
+    Measured,
+    Precondition,
+    at_least,
+    at_most,
+    values_text,
+)
+from repdyn.framework.config import ConfigError, param
 from repdyn.nn.leaky_resnet import fit
 
 

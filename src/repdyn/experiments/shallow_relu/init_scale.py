@@ -9,9 +9,6 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from repdyn.data.univariate import UNIVARIATE_SETS, univariate_samples
-from repdyn.experiments.base import Analysis, Experiment, RunResult, RunSpec
-from repdyn.experiments.claims import ClaimSpec, Control, Measured, at_least
-from repdyn.experiments.config import param
 from repdyn.experiments.shallow_relu.common import (
     NUMBER,
     evaluate,
@@ -19,6 +16,9 @@ from repdyn.experiments.shallow_relu.common import (
     hull,
     plot_fit,
 )
+from repdyn.framework.base import Analysis, Experiment, RunResult, RunSpec
+from repdyn.framework.claims import ClaimSpec, Control, Measured, at_least
+from repdyn.framework.config import param
 from repdyn.nn.shallow_relu import (
     ShallowReLUBatch,
     pytorch_default_init,

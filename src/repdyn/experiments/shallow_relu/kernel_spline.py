@@ -9,9 +9,6 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from repdyn.data.univariate import UNIVARIATE_SETS, univariate_samples
-from repdyn.experiments.base import Analysis, Experiment, RunResult, RunSpec
-from repdyn.experiments.claims import ClaimSpec, CloseTo, Control, Measured, Precondition, at_most
-from repdyn.experiments.config import param
 from repdyn.experiments.shallow_relu.common import (
     ASYMPTOTIC_WIDTHS_PER_SAMPLE,
     FITTED,
@@ -20,6 +17,9 @@ from repdyn.experiments.shallow_relu.common import (
     hull,
     paired_base,
 )
+from repdyn.framework.base import Analysis, Experiment, RunResult, RunSpec
+from repdyn.framework.claims import ClaimSpec, CloseTo, Control, Measured, Precondition, at_most
+from repdyn.framework.config import param
 from repdyn.nn.shallow_relu import (
     ShallowReLUBatch,
     train_full_batch_gd,

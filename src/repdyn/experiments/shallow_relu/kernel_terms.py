@@ -8,12 +8,12 @@ from dataclasses import dataclass
 import numpy as np
 from matplotlib.figure import Figure
 
-from repdyn.experiments.base import Analysis, Experiment, RunResult, RunSpec
-from repdyn.experiments.claims import ClaimSpec, Control, Measured, at_least, at_most
-from repdyn.experiments.config import param
 from repdyn.experiments.shallow_relu.common import (
     NUMBER,
 )
+from repdyn.framework.base import Analysis, Experiment, RunResult, RunSpec
+from repdyn.framework.claims import ClaimSpec, Control, Measured, at_least, at_most
+from repdyn.framework.config import param
 from repdyn.theory import shallow_relu_kernels as kr
 
 CUBIC_GRID = 401

@@ -10,10 +10,10 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from repdyn.data.univariate import UNIVARIATE_SETS, univariate_samples
-from repdyn.experiments.base import Analysis, Experiment, RunResult, RunSpec
-from repdyn.experiments.claims import ClaimSpec, Control, Measured, Precondition, at_most
-from repdyn.experiments.config import param
 from repdyn.experiments.shallow_relu.common import FITTED, NUMBER, evaluate, hull, paired_base
+from repdyn.framework.base import Analysis, Experiment, RunResult, RunSpec
+from repdyn.framework.claims import ClaimSpec, Control, Measured, Precondition, at_most
+from repdyn.framework.config import param
 from repdyn.nn.shallow_relu import ShallowReLUBatch, train_full_batch_gd, with_imbalance
 from repdyn.theory import shallow_relu as sr
 from repdyn.theory import shallow_relu_kernels as kr

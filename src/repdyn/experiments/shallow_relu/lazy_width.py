@@ -10,10 +10,10 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from repdyn.data.univariate import UNIVARIATE_SETS, univariate_samples
-from repdyn.experiments.base import Analysis, Experiment, RunResult, RunSpec
-from repdyn.experiments.claims import ClaimSpec, CloseTo, Control, Measured
-from repdyn.experiments.config import ConfigError, param
 from repdyn.experiments.shallow_relu.common import NUMBER
+from repdyn.framework.base import Analysis, Experiment, RunResult, RunSpec
+from repdyn.framework.claims import ClaimSpec, CloseTo, Control, Measured
+from repdyn.framework.config import ConfigError, param
 from repdyn.nn.shallow_relu import ShallowReLUBatch, train_full_batch_gd, uniform_init
 from repdyn.theory import shallow_relu as sr
 

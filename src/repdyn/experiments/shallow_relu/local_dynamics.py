@@ -12,10 +12,10 @@ from matplotlib.figure import Figure
 from scipy.stats import spearmanr
 
 from repdyn.data.univariate import UNIVARIATE_SETS, univariate_samples
-from repdyn.experiments.base import Analysis, Experiment, RunResult, RunSpec
-from repdyn.experiments.claims import ClaimSpec, Control, Measured, at_least, at_most
-from repdyn.experiments.config import ConfigError, param
 from repdyn.experiments.shallow_relu.common import NUMBER, hull, lambda_labels, plot_fit, plot_uv
+from repdyn.framework.base import Analysis, Experiment, RunResult, RunSpec
+from repdyn.framework.claims import ClaimSpec, Control, Measured, at_least, at_most
+from repdyn.framework.config import ConfigError, param
 from repdyn.nn.shallow_relu import mean_amplitude, uniform_init, with_imbalance
 from repdyn.theory import shallow_relu as sr
 

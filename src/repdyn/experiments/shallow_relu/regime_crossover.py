@@ -10,20 +10,6 @@ from matplotlib.figure import Figure
 from scipy.stats import spearmanr
 
 from repdyn.data.univariate import UNIVARIATE_SETS, univariate_samples
-from repdyn.experiments.base import Analysis, Experiment, RunResult, RunSpec
-from repdyn.experiments.claims import (
-    UNDECIDED,
-    ClaimSpec,
-    CloseTo,
-    Control,
-    Disagreement,
-    Measured,
-    Precondition,
-    at_least,
-    at_most,
-    values_text,
-)
-from repdyn.experiments.config import ConfigError, param
 from repdyn.experiments.shallow_relu.common import (
     FITTED,
     NUMBER,
@@ -36,6 +22,20 @@ from repdyn.experiments.shallow_relu.common import (
     plot_uv,
     shape_measures,
 )
+from repdyn.framework.base import Analysis, Experiment, RunResult, RunSpec
+from repdyn.framework.claims import (
+    UNDECIDED,
+    ClaimSpec,
+    CloseTo,
+    Control,
+    Disagreement,
+    Measured,
+    Precondition,
+    at_least,
+    at_most,
+    values_text,
+)
+from repdyn.framework.config import ConfigError, param
 from repdyn.nn.shallow_relu import (
     ShallowReLUBatch,
     adaptive_limit_init,

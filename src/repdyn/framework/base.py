@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from repdyn.experiments.claims import ClaimSpec, Measured
-from repdyn.experiments.config import ConfigError
+from repdyn.framework.claims import ClaimSpec, Measured
+from repdyn.framework.config import ConfigError
 
 SCALES = ("smoke", "quick", "full", "paper")
 """smoke: seconds, used by tests; quick (default): every experiment in minutes on a 2-core CPU; full: the smallest
@@ -57,7 +57,7 @@ class RunSpec:
     key and seed come from this name, the label and ``params`` alone, not from the declaring experiment or its
     config, so every experiment that declares the same (shared, label, params) reads one stored run, trained once.
     Its ``execute`` must therefore depend on ``params``, seed and device only: it gets a config whose every field
-    raises when read (:func:`repdyn.experiments.config.run_view`)."""
+    raises when read (:func:`repdyn.framework.config.run_view`)."""
 
 
 @dataclass
@@ -69,7 +69,7 @@ class Analysis:
     metrics: one row per run or condition, for the report's metrics table (metrics.csv / .parquet).
     notes: explanation shown under the experiment's section, e.g. why a claim fails at this scale.
     states: precondition quantity -> its per-seed values (:class:`Measured`), e.g. the stationarity residual of each
-    trained network; every claim whose :class:`~repdyn.experiments.claims.Precondition` names it is judged on them.
+    trained network; every claim whose :class:`~repdyn.framework.claims.Precondition` names it is judged on them.
     """
 
     measured: dict[str, Measured | float | bool] = field(default_factory=dict)
@@ -103,7 +103,7 @@ class Experiment(ABC):
     def prepare(self, config: Any) -> str | None:
         """Check what the config's declared bounds cannot (e.g. that a data folder exists) before anything runs.
 
-        Raise :class:`repdyn.experiments.config.ConfigError` for bad input. Return a reason to skip the experiment
+        Raise :class:`repdyn.framework.config.ConfigError` for bad input. Return a reason to skip the experiment
         (optional data the user did not give); its claims are then reported as skipped, not failed. Default: run.
         """
         return None

@@ -2,7 +2,7 @@
 negative control.
 
 - Continuous values: the claim's statistic (median or mean) with a percentile bootstrap interval
-  (``scipy.stats.bootstrap``). Booleans (:class:`~repdyn.experiments.claims.Holds`): the fraction of seeds on which
+  (``scipy.stats.bootstrap``). Booleans (:class:`~repdyn.framework.claims.Holds`): the fraction of seeds on which
   the statement holds, with the exact binomial (Clopper-Pearson) interval. Exact claims: the single value.
 - ``reproduced`` when the whole interval satisfies the expectation, ``not reproduced`` when it wholly violates
   it, ``inconclusive`` when it straddles the boundary or fewer than :data:`MIN_SEEDS` seeds were measured, and
@@ -10,7 +10,7 @@ negative control.
   boundary leaves the claim ``inconclusive``: the measurement cannot yet tell learning from no learning.
 - ``undecided`` when a declared precondition is not met on every seed (or its quantity, or the claim itself, was not
   measured): the networks did not reach the state the claim is about, so the values are shown but judge nothing.
-- With a smallest effect of interest (:class:`~repdyn.experiments.claims.NullEffect`): an interval wholly inside the
+- With a smallest effect of interest (:class:`~repdyn.framework.claims.NullEffect`): an interval wholly inside the
   equivalence region is ``not reproduced (no effect)``; one that overlaps it without wholly violating the
   expectation is ``inconclusive`` (more seeds or a larger setting decide it).
 """
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from repdyn.experiments.claims import (
+from repdyn.framework.claims import (
     INCONCLUSIVE,
     NO_EFFECT,
     NOT_REPRODUCED,

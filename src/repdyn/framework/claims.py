@@ -7,7 +7,7 @@ or ``no_control`` saying why none applies) and, where the result does not reprod
 (``disagreement``).
 
 The experiment's analysis returns a :class:`Measured` per claim: one value per independent seed (or trial).
-:func:`evaluate` (in :mod:`repdyn.experiments.verdicts`) turns spec + values into a :class:`ClaimResult` whose
+:func:`evaluate` (in :mod:`repdyn.framework.verdicts`) turns spec + values into a :class:`ClaimResult` whose
 ``verdict`` is one of :data:`VERDICTS`.
 
 A claim about a trained state (converged, off a plateau, at a critical point) declares that state as

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from repdyn.experiments.config import ConfigError, to_dict
+from repdyn.framework.config import ConfigError, to_dict
 
 RECORDS = Path(__file__).resolve().parents[3] / "docs" / "reproduction" / "verdicts" / "full"
 """Where the committed records live in a source checkout (absent in an installed wheel: no records are shown)."""

@@ -2,7 +2,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from repdyn.experiments.config import (
+from repdyn.framework.config import (
     ConfigError,
     apply_overrides,
     from_dict,

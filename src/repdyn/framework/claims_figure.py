@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from repdyn.experiments.claims import ClaimResult
+from repdyn.framework.claims import ClaimResult
 
 COLUMNS = 4
 VERDICT_COLOURS = {"reproduced": "#11772d", "not reproduced": "#b3261e", "not reproduced (no effect)": "#8a3b12",

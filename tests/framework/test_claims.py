@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from repdyn.experiments.claims import (
+from repdyn.framework.claims import (
     ClaimSpec,
     CloseTo,
     Control,
@@ -20,7 +20,7 @@ from repdyn.experiments.claims import (
     at_least,
     at_most,
 )
-from repdyn.experiments.verdicts import MIN_SEEDS, evaluate, interval, skip
+from repdyn.framework.verdicts import MIN_SEEDS, evaluate, interval, skip
 
 CONTROL = Control("untrained", {"steps": 0})
 EVIDENCE = Disagreement("width 500", "0.08 [0.07, 0.09], 5 seeds", "step size", "docs/reproduction/000.md")
