@@ -347,7 +347,7 @@ def test_terminal_train_loss_is_the_mean_over_the_last_5_percent():
 
 
 def test_fig3_window_is_the_authors_notebooks_and_only_the_analysis_reads_it():
-    from repdyn.experiments.config import analysis_fields
+    from repdyn.framework.config import analysis_fields
     geo = _by_name("elastic_sde.geomnist")
     assert geo.Config().sg_window == geo.config("full").sg_window == 151  # savgol_diff(x, 151) draws Fig. 3
     assert "sg_window" in analysis_fields(geo.Config)

@@ -164,9 +164,9 @@ def objective_gradient(model: LeakyResNet, a0: Tensor, target: Tensor, lam: floa
 
     Three matrix products per layer and a few in-place element-wise passes into preallocated tensors, no autograd
     graph: a training step at the quick shapes is 1.5-1.7x cheaper than autograd through
-    :func:`repdyn.theory.leaky_resnet.leaky_forward_layers` (docs/reproduction/002.md, fourth session), and
+    :func:`repdyn.theory.leaky_resnet.leaky_forward_layers`, and
     reusing the tensors of ``workspace`` (a dict the caller keeps between steps; filled on the first call) saves
-    the page faults of fresh memory (fifth session). ``a0`` is ``A_0`` ``(K, w, N)``, ``target``
+    the page faults of fresh memory. ``a0`` is ``A_0`` ``(K, w, N)``, ``target``
     ``(K or 1, d_out, N)``. Returns ``(objective, cost, grad, norms)``: objective and data cost ``(K,)``, the
     gradient shaped like the weights (a workspace tensor, overwritten by the next call with the same workspace)
     and, if ``norms``, ``(||A_l||, ||A_l - A_{l-1}||)`` for l = 1..L, ``(K, L)`` each (what the adaptive rule

@@ -365,7 +365,7 @@ class GeoMNISTDynamics(Experiment):
                   band_reason="our choice: the maximum of a noise path over ≈ 30 independent Savitzky–Golay windows "
                   "is ≈ 2.5 of its standard deviations, so 5 is a peak no noise makes",
                   # the no-learning run (p_err = 0.8) fails too (3.8, 3.8, 3.1 at the quick scale, 2.6–2.9 at T =
-                  # 4000) but costs 27 CPU-s at T = 10⁴ (docs/reproduction/004.md, fifth session)
+                  # 4000) but costs 27 CPU-s at T = 10⁴
                   control=UNTRAINED, preconditions=(TERMINAL,), figure="fig3_strengths"),
         ClaimSpec("d1_window_reveals_trend", "correlation between α̂ (l-model) estimated from the two halves of "
                   "a replicate's trials with the Savitzky–Golay window ω = 301, minus that with ω = 11 (Fig. D.1's "
