@@ -85,7 +85,7 @@ class InitialWeightScale(Experiment):
         "smoke": InitScaleConfig(gains=(0.9, 1.3, 1.4), width=32, depth=4, steps=400, time_compression=31.25,
                                  record_every=5),
         "quick": InitScaleConfig(width=64, steps=3000, time_compression=2.0, record_every=10),
-        "full": InitScaleConfig(width=64, steps=3000, time_compression=2.0, record_every=10, trials=5, networks=5),
+        "full": InitScaleConfig(width=64, steps=3000, time_compression=2.0, record_every=10, trials=10, networks=10),
         "paper": InitScaleConfig(),
     }
     claims = (
