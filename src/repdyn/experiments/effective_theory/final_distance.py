@@ -99,7 +99,7 @@ class FinalDistance(Experiment):
         "quick": FinalDistanceConfig(width=64, steps=2000, time_compression=11.71875, record_every=10, fit_trials=3,
                                      grid=3, run_per_repeat=False, architectures=("default",)),
         "full": FinalDistanceConfig(width=64, steps=2000, time_compression=11.71875, record_every=10, fit_trials=5,
-                                    grid=5, repeats=5, run_per_repeat=True, architectures=("default",)),
+                                    grid=5, repeats=10, run_per_repeat=True, architectures=("default",)),
         "paper": FinalDistanceConfig(),
     }
     claims = (
