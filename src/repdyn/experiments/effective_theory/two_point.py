@@ -73,7 +73,7 @@ class TwoPointDynamics(Experiment):
         "smoke": TwoPointConfig(architectures=("default", "shallow"), width=32, steps=300, time_compression=62.5,
                                 record_every=5, check_epochs=300, check_trials=3),
         "quick": TwoPointConfig(width=64, record_every=20),
-        "full": TwoPointConfig(width=64, record_every=20, seeds_per_architecture=10, check_trials=12, text_trials=12),
+        "full": TwoPointConfig(width=64, record_every=20, seeds_per_architecture=20, check_trials=12, text_trials=24),
         "paper": TwoPointConfig(),
     }
     claims = (
