@@ -253,9 +253,7 @@ class DigitsStructure(Experiment):
         ClaimSpec("adam_pearson_off_blocks", "The same margin under Adam, excluding the same-digit blocks",
                   "seed 000, App. C.5, Fig. 18", at_least(0.05), quote=FIG18, band_reason="as pearson_off_blocks",
                   control=DIGITS_UNTRAINED,
-                  preconditions=(learnt_precondition("learnt_adam", "every network of the Adam run", LEARNT),),
-                  full_only="quick's 6 Adam seeds straddle the band (median 0.14 [0.037, 0.254]); the full scale's "
-                            "20 decide it"),
+                  preconditions=(learnt_precondition("learnt_adam", "every network of the Adam run", LEARNT),)),
         ClaimSpec("pair_fit", "The 0/1 pair trajectory follows Eq. 7 with two fitted constants: normalised Eq. 49 "
                   "fit loss per seed", "seed 000, Fig. 4", at_most(0.2),
                   quote="Learning dynamics of a randomly selected zero digit and one digit in MNIST compared against "
@@ -263,9 +261,7 @@ class DigitsStructure(Experiment):
                   band_reason="our choice: twice the two-point band, as the paper notes the pair is trained among "
                   "all digits (\"Trajectories look slightly worse for more similar digits\")", control=DIGITS_UNTRAINED,
                   figure="fig4_pair",
-                  preconditions=(learnt_precondition("learnt_pair", "every network of the trajectory run", LEARNT),),
-                  full_only="quick's 30 seeds straddle the band (median 0.23 [0.196, 0.254]); the full scale's 60 "
-                            "decide it"),
+                  preconditions=(learnt_precondition("learnt_pair", "every network of the trajectory run", LEARNT),)),
         ClaimSpec("taylor_trend_h", "The paper's contrast for h: the linear term dominates less the further apart a "
                   "pair is after training, and not at initialisation. Per seed, 1000 random training pairs in 10 "
                   "equal-count bins of representational distance ‖h(x₂) − h(x₁)‖; Spearman rho between the bins' "

@@ -156,9 +156,7 @@ class InitialWeightScale(Experiment):
                   "the final one was fitted using the same procedure.",
                   band_reason="our choice: a tenth of ∫L², a visible overlay", control=UNTRAINED,
                   figure="fig3_loss",
-                  preconditions=(escaped("fitted_gains_escape", "every network at gains 0.9-1.3"),),
-                  full_only="quick's 3 trials straddle the band (0.013, 0.040, a failed fit); the full scale's 10 "
-                            "decide it"),
+                  preconditions=(escaped("fitted_gains_escape", "every network at gains 0.9-1.3"),)),
     )
 
     def prepare(self, config: InitScaleConfig) -> None:
