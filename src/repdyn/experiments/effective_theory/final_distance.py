@@ -69,14 +69,15 @@ FIG5_RULED_OUT = ("the implementation and precision (the authors' float32 networ
                   "grid at lr / 5 for up to 40 000 epochs), beyond a CPU budget")
 R2_DISAGREEMENT = Disagreement(
     settings=FIG5_SETTINGS,
-    measured="R² of measured against Eq. 10 per repetition: repdyn quick 0.26, 0.50, 0.22; the authors' code "
-             "0.52, −0.09, 0.47",
+    measured="R² of measured against Eq. 10 per repetition: repdyn quick 0.26, 0.50, 0.22, full (5 fit trials, "
+             "5 × 5 grid, 10 repetitions) 0.51 [0.44, 0.58]; the authors' code at the quick protocol 0.52, −0.09, 0.47",
     ruled_out=FIG5_RULED_OUT,
     doc="docs/reproduction/000.md#fig-5-eq-10-across-the-grid-and-eq-47")
 RANDOM_FEATURES_DISAGREEMENT = Disagreement(
     settings=FIG5_SETTINGS,
     measured="KS distance from Eq. 47 over its exact 5 % critical value per repetition: repdyn quick 1.55, 1.38, "
-             "1.03; the authors' code 1.10, 1.29, 1.37 (0-1 of 8-9 trials within 3 Eq.-47 widths of A_low)",
+             "1.03, full 1.94 [1.86, 1.99]; the authors' code at the quick protocol 1.10, 1.29, 1.37 (0-1 of 8-9 "
+             "trials within 3 Eq.-47 widths of A_low)",
     ruled_out=FIG5_RULED_OUT,
     doc="docs/reproduction/000.md#fig-5-eq-10-across-the-grid-and-eq-47")
 
