@@ -9,11 +9,12 @@ records ‖dh‖², ‖dy‖², w at the read-out layer (the row's ``hidden_laye
 
 Per trial it prints one JSON line: the epoch at which the loss first falls below Y/16 (escape from the plateau Y/8),
 the final loss, their fitted (η_h, η_y) from ``simulate.optimize_eta`` (``--their-fit``; slow) and repdyn's
-normalised Eq. 49 fit loss with its own fitted rates (``repdyn.experiments.effective_theory.common.fit_member``) and,
-with ``--their-fit``, with theirs. ``--out DIR`` also writes the trajectories (trial<k>.npz).
+normalised Eq. 49 fit loss with its own fitted rates (``repdyn.experiments.effective_theory.common.fit_member``),
+the plateau fraction (``common.plateau_fraction``, the quantity of the plateau claims) and, with ``--their-fit``, the
+fit loss at their rates. ``--out DIR`` also writes the trajectories (trial<k>.npz).
 
     python docs/reproduction/scripts/authors_two_point.py --authors PATH [--setting default] [--dx2 0.25 --dy2 1]
-        [--trials 5] [--seed 0] [--layers all] [--lr-scale 1 --epochs-scale 1] [--their-fit] [--out DIR]
+        [--trials 5] [--seed 0] [--layers all] [--lr-scale 1 --epochs-scale 1] [--width 64] [--their-fit] [--out DIR]
 
 numba (which their simulate.py imports) is replaced by a no-op ``njit`` when it is not installed.
 """
@@ -100,16 +101,19 @@ def main() -> None:
     parser.add_argument("--epochs-scale", type=float, default=2.0, help="2_points.ipynb: 2 (2_points_depth: 1)")
     parser.add_argument("--layers", default="", help="'all' or comma-separated hidden-layer indices (default: the "
                                                      "row's hidden_layer)")
+    parser.add_argument("--width", type=int, default=0, help="hidden units (0: the row's P)")
     parser.add_argument("--their-fit", action="store_true", help="also run simulate.optimize_eta (slow)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    if args.trials < 1 or args.lr_scale <= 0 or args.epochs_scale <= 0:
-        raise SystemExit("error: --trials, --lr-scale and --epochs-scale must be positive")
+    if args.trials < 1 or args.lr_scale <= 0 or args.epochs_scale <= 0 or args.width < 0:
+        raise SystemExit("error: --trials, --lr-scale and --epochs-scale must be positive, --width >= 0")
     models, two_points, simulate = import_authors(args.authors.resolve())
-    from repdyn.experiments.effective_theory.common import fit_member, relative_fit_loss
+    from repdyn.experiments.effective_theory.common import fit_member, plateau_fraction, relative_fit_loss
     from repdyn.theory import effective_theory as et
 
-    row = settings_row(args.authors, args.setting)
+    row = settings_row(args.authors, args.setting).copy()
+    if args.width:
+        row["P"] = args.width
     dx2 = float(row["dx2"]) if args.dx2 is None else args.dx2
     dy2 = float(row["dy2"]) if args.dy2 is None else args.dy2
     n_layers = int(row["L"])
@@ -122,7 +126,7 @@ def main() -> None:
         t = np.arange(res["loss"].size, dtype=float)
         below = np.nonzero(res["loss"] < dy2 / 16)[0]
         record = {"setting": args.setting, "dx2": dx2, "dy2": dy2, "seed": args.seed + k,
-                  "lr": float(row["lr"]) * args.lr_scale, "epochs": int(t[-1]),
+                  "width": int(row["P"]), "lr": float(row["lr"]) * args.lr_scale, "epochs": int(t[-1]),
                   "escape_epoch": int(below[0]) if below.size else None, "final_loss": float(res["loss"][-1]),
                   "layers": {}}
         for j, layer in enumerate(layers):
@@ -130,7 +134,7 @@ def main() -> None:
             member = fit_member(t, u, res["v"], res["w"], dx2, dy2)
             entry = {"repdyn_fit_loss": member.relative_loss,
                      "repdyn_rates": [member.fit.rate_h, member.fit.rate_y] if member.fit else None,
-                     "u0": float(u[0]), "u_final": float(u[-1])}
+                     "u0": float(u[0]), "u_final": float(u[-1]), "plateau_fraction": plateau_fraction(t, u)}
             if args.their_fit:
                 with contextlib.redirect_stdout(sys.stderr):  # it prints "Loss: ..."
                     eta_h, eta_y, their_loss = simulate.optimize_eta(u, res["v"], res["w"], dx2, dy2,

@@ -21,7 +21,7 @@ from repdyn.experiments.effective_theory.common import gated, readout_layer
 from repdyn.experiments.effective_theory.common import learnt as learnt_precondition
 from repdyn.experiments.effective_theory.multipoint import pairwise, train_recording
 from repdyn.framework.base import Analysis, Experiment, RunSpec
-from repdyn.framework.claims import ClaimSpec, Control, Measured, at_least, at_most
+from repdyn.framework.claims import ClaimSpec, Control, Disagreement, Measured, at_least, at_most
 from repdyn.framework.config import param
 
 BLOB_TABLE = {"very_low": (0.275, 0.05, 2000), "low": (0.5, 0.015, 1500), "high": (2.0, 0.0015, 750)}
@@ -51,6 +51,21 @@ class BlobsConfig:
 LEARNT = 0.05
 """A network has learnt the task when its final loss is below this fraction of its initial loss."""
 BLOBS_UNTRAINED = Control("the untrained networks (epoch_factor = 0)", {"epoch_factor": 0.0})
+TWO_LINES = Disagreement(
+    settings="Table 2's gain 0.5 row (tanh 4 × 100, read-out hidden layer 2): repdyn quick (10 × 10 centres, σ = 1 px, "
+             "unnormalised, full batch at lr 0.015 × 8, 1500 epochs, float64, 3 seeds); the authors' code "
+             "(orthogonal.ipynb's models.MLP, float32, seeds 0-2) at the same stand-in settings and at the notebook's "
+             "own protocol (30 × 30 centres, σ = 2 px, unit-sum images, SGD batch 64 at lr 0.015 for 1500 epochs), "
+             "docs/reproduction/scripts/authors_blobs.py",
+    measured="final / initial context separation: repdyn quick 0.34, 0.35, 0.38, full (5 seeds) 0.354 [0.328, "
+             "0.380]; the authors' code 0.30, 0.28, 0.34 "
+             "at the stand-in settings and 0.42, 0.48, 0.46 at the notebook's protocol (final loss 1e-4 to 5e-4)",
+    ruled_out="the implementation and precision (the authors' float32 networks at the same settings: 0.28-0.34); the "
+              "blob generator, batch size and step (the notebook's own protocol stays below the band: 0.42-0.48); "
+              "learning (every network's final loss below 3.5 % of its initial loss). The two contexts do stay apart "
+              "(separation ≫ 0, and the irrelevant direction collapses ×0.01-0.1): the band, our choice of half the "
+              "initial separation, is missed by the authors' networks too",
+    doc="docs/reproduction/000.md#blobs-the-two-context-lines-move-closer-than-half-their-initial-separation")
 FIG8 = ("At small initial weights the task-irrelevant direction collapses in each context, but remains at large "
         "initial weights.")
 
@@ -129,6 +144,7 @@ class FeatureCollapse(Experiment):
                   quote="Yet, we still find two separate lines in the representation.",
                   band_reason="our choice (no number given): lines that keep at least half their initial separation "
                   "have not merged", control=BLOBS_UNTRAINED,
+                  disagreement=TWO_LINES,
                   preconditions=(learnt_precondition("learnt_low", "every gain-0.5 network", LEARNT),)),
         ClaimSpec("collapse_adam", "With Adam, the irrelevant direction collapses at small gain (0.5) and not at "
                   "large gain (2.0): per trial (both nets learnt the task), the final / initial irrelevant-to-relevant "

@@ -56,7 +56,7 @@ class DefaultRunConfig(DeepRunConfig):
 DEFAULT_RUN_SCALES = {
     "smoke": DefaultRunConfig(width=32, depth=4, steps=400, time_compression=31.25, record_every=5),
     "quick": DefaultRunConfig(width=500, steps=3000, time_compression=2.0, record_every=10),
-    "full": DefaultRunConfig(width=500, steps=3000, time_compression=2.0, record_every=10, trials=5, networks=5),
+    "full": DefaultRunConfig(width=500, steps=3000, time_compression=2.0, record_every=10, trials=10, networks=10),
     "paper": DefaultRunConfig(),
 }
 """The default network's scales, shared by the control (Fig. 11) and depth (Fig. 10) experiments. Quick and full train
