@@ -354,7 +354,7 @@ def test_fig3_window_is_the_authors_notebooks_and_only_the_analysis_reads_it():
 
 
 def test_the_paper_gpu_script_runs_in_pieces_and_brings_back_small_files(tmp_path):
-    """docs/reproduction/scripts/004_paper_gpu.sh at the smoke scale on the CPU: a piece too short for the run ends
+    """docs/reproduction/scripts/paper_gpu.sh with GeoMNIST at the smoke scale on the CPU: a piece too short for the run ends
     with status 3 and the next resumes until 0; the results hold no checkpoint, and a file over the size limit (here
     the report) stays in the store, named in left_out.txt."""
     import os
@@ -364,13 +364,14 @@ def test_the_paper_gpu_script_runs_in_pieces_and_brings_back_small_files(tmp_pat
 
     root = Path(__file__).resolve().parents[2]
     env = {key: value for key, value in os.environ.items() if key != "REPDYN_PLUGINS"}  # the tests' fixture papers
-    env.update(REPDYN=f"{sys.executable} -m repdyn", PYTHONPATH=str(root / "src"), RESULTS_LIMIT="60000")
+    env.update(REPDYN=f"{sys.executable} -m repdyn", PYTHONPATH=str(root / "src"), RESULTS_LIMIT="60000",
+               SCALE="smoke", DEVICE="cpu", CHECKPOINT="0.01")
     store, results = tmp_path / "store", tmp_path / "results"
-    script = str(root / "docs/reproduction/scripts/004_paper_gpu.sh")
+    script = str(root / "docs/reproduction/scripts/paper_gpu.sh")
 
     def piece(seconds: str) -> subprocess.CompletedProcess:
-        return subprocess.run(["bash", script, str(store), str(results), "smoke", "cpu", seconds, "0.01"], env=env,
-                              capture_output=True, text=True)
+        return subprocess.run(["bash", script, str(store), str(results), "elastic_sde.geomnist"],
+                              env={**env, "PIECE": seconds}, capture_output=True, text=True)
 
     assert piece("1").returncode == 3
     statuses = []
