@@ -354,9 +354,9 @@ def test_fig3_window_is_the_authors_notebooks_and_only_the_analysis_reads_it():
 
 
 def test_the_paper_gpu_script_runs_in_pieces_and_brings_back_small_files(tmp_path):
-    """docs/reproduction/scripts/paper_gpu.sh with GeoMNIST at the smoke scale on the CPU: a piece too short for the run ends
-    with status 3 and the next resumes until 0; the results hold no checkpoint, and a file over the size limit (here
-    the report) stays in the store, named in left_out.txt."""
+    """docs/reproduction/scripts/paper_gpu.sh with GeoMNIST at the smoke scale on the CPU: a piece too short for the
+    run ends with status 3 and the next resumes until 0; the results hold no checkpoint, and a file over the size
+    limit (here the report) stays in the store, named in left_out.txt."""
     import os
     import subprocess
     import sys
