@@ -27,7 +27,8 @@ PAPER_BUDGET_S = {"effective_theory": 6 * 60, "shallow_relu": 4 * 60, "leaky_res
                   "compression": 6 * 60, "elastic_sde": 4 * 60}
 """Each paper's share of the quick reproduction, in CPU-seconds of its runs (the topic issues' budgets)."""
 COMMAND = "python benchmarks/bench_reproduce.py"
-SHORT = {"reproduced": "R", "not reproduced (documented)": "D", "not reproduced": "N", "inconclusive": "I",
+SHORT = {"reproduced": "R", "not reproduced (documented)": "D", "not reproduced": "N",
+         "not reproduced (no effect)": "E", "inconclusive": "I", "undecided": "U",
          "vacuous": "V", "skipped": "S"}
 
 
@@ -140,7 +141,8 @@ def run(only: str | None = None) -> str:
                      + ", ".join(f"{tally[v]} {v}" for v in SHORT if tally[v]) + " |")
     lines += ["", "| experiment | runs | CPU time of runs (s) | longest run, wall (s) | diverged runs | "
               "analysis CPU (s) | verdicts (R reproduced, D not reproduced as documented, N not reproduced, "
-              "I inconclusive, V vacuous, S skipped) |",
+              "E no effect, I inconclusive, U undecided (at quick: a precondition not met, or a claim decided at full "
+              "only), V vacuous, S skipped) |",
               "|---|---:|---:|---:|---:|---:|---|"]
     for name, row in sorted(per_experiment.items(), key=lambda item: -item[1]["cpu"]):
         tags = " ".join(f"{n}{SHORT[v]}" for v, n in sorted(row["verdicts"].items()))
