@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -26,6 +27,25 @@ sys.path.insert(0, str(Path(__file__).parent))  # tests/report_browser.py, impor
 def cli_env() -> dict[str, str]:
     """Environment for running the ``repdyn`` command in a subprocess."""
     return {**os.environ, "COLUMNS": "200"}
+
+
+@pytest.fixture
+def paper_gpu(tmp_path):
+    """``paper_gpu(*experiments, piece=60, limit=None)`` runs docs/reproduction/scripts/paper_gpu.sh at the smoke
+    scale on the CPU (checkpoints every 0.6 s) into ``tmp_path/store`` and ``tmp_path/results``, with a piece of
+    ``piece`` seconds and a results size limit of ``limit`` bytes (the script's 16 MiB if None)."""
+    root = Path(__file__).resolve().parents[1]
+    env = {key: value for key, value in os.environ.items() if key != "REPDYN_PLUGINS"}  # the tests' fixture papers
+    env.update(REPDYN=f"{sys.executable} -m repdyn", PYTHONPATH=str(root / "src"), SCALE="smoke", DEVICE="cpu",
+               CHECKPOINT="0.01")
+
+    def run(*experiments: str, piece: int = 60, limit: int | None = None) -> subprocess.CompletedProcess:
+        sized = {"RESULTS_LIMIT": str(limit)} if limit is not None else {}
+        return subprocess.run(["bash", str(root / "docs/reproduction/scripts/paper_gpu.sh"), str(tmp_path / "store"),
+                               str(tmp_path / "results"), *experiments], env={**env, "PIECE": str(piece), **sized},
+                              capture_output=True, text=True)
+
+    return run
 
 
 @pytest.fixture(scope="session")

@@ -353,30 +353,15 @@ def test_fig3_window_is_the_authors_notebooks_and_only_the_analysis_reads_it():
     assert "sg_window" in analysis_fields(geo.Config)
 
 
-def test_the_paper_gpu_script_runs_in_pieces_and_brings_back_small_files(tmp_path):
+def test_the_paper_gpu_script_runs_in_pieces_and_brings_back_small_files(tmp_path, paper_gpu):
     """docs/reproduction/scripts/paper_gpu.sh with GeoMNIST at the smoke scale on the CPU: a piece too short for the
     run ends with status 3 and the next resumes until 0; the results hold no checkpoint, and a file over the size
     limit (here the report) stays in the store, named in left_out.txt."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[2]
-    env = {key: value for key, value in os.environ.items() if key != "REPDYN_PLUGINS"}  # the tests' fixture papers
-    env.update(REPDYN=f"{sys.executable} -m repdyn", PYTHONPATH=str(root / "src"), RESULTS_LIMIT="60000",
-               SCALE="smoke", DEVICE="cpu", CHECKPOINT="0.01")
     store, results = tmp_path / "store", tmp_path / "results"
-    script = str(root / "docs/reproduction/scripts/paper_gpu.sh")
-
-    def piece(seconds: str) -> subprocess.CompletedProcess:
-        return subprocess.run(["bash", script, str(store), str(results), "elastic_sde.geomnist"],
-                              env={**env, "PIECE": seconds}, capture_output=True, text=True)
-
-    assert piece("1").returncode == 3
+    assert paper_gpu("elastic_sde.geomnist", piece=1, limit=60000).returncode == 3
     statuses = []
     for _ in range(10):
-        done = piece("120")
+        done = paper_gpu("elastic_sde.geomnist", piece=120, limit=60000)
         statuses.append(done.returncode)
         if done.returncode != 3:
             break

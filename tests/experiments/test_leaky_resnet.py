@@ -178,25 +178,14 @@ def test_every_trained_network_claim_has_a_measured_precondition():
                 assert len(values) == cfg.seeds and np.isfinite(values).all() and (values >= 0).all(), claim.id
 
 
-def test_the_paper_gpu_script_runs_in_pieces_and_brings_back_small_files(tmp_path):
+def test_the_paper_gpu_script_runs_in_pieces_and_brings_back_small_files(tmp_path, paper_gpu):
     """docs/reproduction/scripts/paper_gpu.sh with seed 002's experiments at the smoke scale on the CPU: its pieces
     end with status 3 until both experiments are stored, then 0; the results hold no checkpoint and no file over
     16 MiB."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[2]
-    env = {key: value for key, value in os.environ.items() if key != "REPDYN_PLUGINS"}  # the tests' fixture papers
-    env.update(REPDYN=f"{sys.executable} -m repdyn", PYTHONPATH=str(root / "src"), SCALE="smoke", DEVICE="cpu",
-               PIECE="60", CHECKPOINT="0.01")
-    store, results = tmp_path / "store", tmp_path / "results"
+    results = tmp_path / "results"
     statuses = []
     for _ in range(30):
-        done = subprocess.run(["bash", str(root / "docs/reproduction/scripts/paper_gpu.sh"), str(store),
-                               str(results), "leaky_resnet.structures", "leaky_resnet.discretisation"], env=env,
-                              capture_output=True, text=True)
+        done = paper_gpu("leaky_resnet.structures", "leaky_resnet.discretisation")
         statuses.append(done.returncode)
         if done.returncode != 3:
             break
