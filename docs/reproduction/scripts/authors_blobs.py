@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import torch
+from universality_checkout import settings_row, use_checkout
 
 
 def main() -> None:
@@ -43,22 +43,14 @@ def main() -> None:
     args = parser.parse_args()
     if args.trials < 1 or args.lr_scale <= 0 or args.batch < 0 or args.epochs < 0 or args.grid < 0:
         raise SystemExit("error: --trials and --lr-scale must be positive, --batch, --epochs and --grid >= 0")
-    source = args.authors.resolve() / "source"
-    if not (source / "models.py").exists():
-        raise SystemExit(f"error: {source}/models.py not found: --authors must be a checkout of "
-                         "loekvanrossem/universality")
-    sys.path.insert(0, str(source))
+    use_checkout(args.authors)
     import models
-    import pandas as pd
     from preprocessing import Direct
 
     from repdyn.data.context_blobs import context_blobs
     from repdyn.experiments.effective_theory.blobs import context_separation, irrelevant_ratio
 
-    table = pd.read_csv(args.authors / "experiments" / "model_settings" / "orthogonal.txt", sep=" ", header=0)
-    if args.setting not in table.index:
-        raise SystemExit(f"error: setting {args.setting!r} not in orthogonal.txt (rows: {', '.join(table.index)})")
-    row = table.loc[args.setting]
+    row = settings_row(args.authors, "orthogonal.txt", args.setting)
     grid, sigma, normalise = (30, 2.0, True) if args.generator == "code" else (10, 1.0, False)
     data = context_blobs(args.grid or grid, sigma, normalise=normalise)
     inputs = torch.tensor(data.inputs, dtype=torch.float32)

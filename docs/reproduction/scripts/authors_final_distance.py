@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import torch
+from universality_checkout import settings_row, use_checkout
 
 
 def main() -> None:
@@ -49,20 +49,14 @@ def main() -> None:
             or not args.lr > 0 or args.steps % args.record_every:
         raise SystemExit("error: --width, --steps, --record-every, --fit-trials, --repeats must be >= 1, --grid >= 2, "
                          "--lr > 0, and --record-every must divide --steps")
-    source = args.authors.resolve() / "source"
-    if not (source / "two_points.py").exists():
-        raise SystemExit(f"error: {source}/two_points.py not found: --authors must be a checkout of "
-                         "loekvanrossem/universality")
-    sys.path.insert(0, str(source))
+    use_checkout(args.authors)
     import models
-    import pandas as pd
     import two_points
 
     from repdyn.data.two_points import CODE_DX, CODE_DY
     from repdyn.experiments.effective_theory.final_distance import FinalDistance, FinalDistanceConfig, grid_points
 
-    row = pd.read_csv(args.authors / "experiments" / "model_settings" / "2 points.txt", sep=" ",
-                      header=0).loc["default"]
+    row = settings_row(args.authors, "2 points.txt", "default")
     layer = int(row["hidden_layer"])
     config = FinalDistanceConfig(width=args.width, steps=args.steps, time_compression=args.lr / 0.005,
                                  record_every=args.record_every, fit_trials=args.fit_trials, grid=args.grid,

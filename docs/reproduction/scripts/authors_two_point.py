@@ -25,38 +25,20 @@ import argparse
 import contextlib
 import json
 import sys
-import types
 from pathlib import Path
 
 import numpy as np
 import torch
+from universality_checkout import settings_row, use_checkout
 
 
 def import_authors(path: Path):
-    """Their source/ modules (models, two_points, simulate), with numba stubbed when absent."""
-    source = path / "source"
-    if not (source / "models.py").exists():
-        raise SystemExit(f"error: {source}/models.py not found: --authors must be a checkout of "
-                         "loekvanrossem/universality")
-    try:
-        import numba  # noqa: F401
-    except ImportError:
-        stub = types.ModuleType("numba")
-        stub.njit = lambda f=None, **_: f if f is not None else (lambda g: g)
-        sys.modules["numba"] = stub
-    sys.path.insert(0, str(source))
+    """Their source/ modules (models, two_points, simulate)."""
+    use_checkout(path)
     import models
     import simulate
     import two_points
     return models, two_points, simulate
-
-
-def settings_row(path: Path, name: str) -> dict:
-    import pandas as pd
-    table = pd.read_csv(path / "experiments" / "model_settings" / "2 points.txt", sep=" ", header=0)
-    if name not in table.index:
-        raise SystemExit(f"error: setting {name!r} not in '2 points.txt' (rows: {', '.join(table.index)})")
-    return table.loc[name].to_dict()
 
 
 def train_trial(models, two_points, row: dict, dx2: float, dy2: float, seed: int, lr_scale: float,
@@ -111,7 +93,7 @@ def main() -> None:
     from repdyn.experiments.effective_theory.common import fit_member, plateau_fraction, relative_fit_loss
     from repdyn.theory import effective_theory as et
 
-    row = settings_row(args.authors, args.setting).copy()
+    row = settings_row(args.authors, "2 points.txt", args.setting)
     if args.width:
         row["P"] = args.width
     dx2 = float(row["dx2"]) if args.dx2 is None else args.dx2

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import torch
+from universality_checkout import settings_row, use_checkout
 
 
 def main() -> None:
@@ -39,22 +39,14 @@ def main() -> None:
     args = parser.parse_args()
     if args.tau_ratio <= 0 or args.trials < 1:
         raise SystemExit("error: --tau-ratio and --trials must be positive")
-    source = args.authors.resolve() / "source"
-    if not (source / "models.py").exists():
-        raise SystemExit(f"error: {source}/models.py not found: --authors must be a checkout of "
-                         "loekvanrossem/universality")
-    sys.path.insert(0, str(source))
+    use_checkout(args.authors)
     import models
-    import pandas as pd
     from preprocessing import Direct
 
     from repdyn.experiments.effective_theory.multipoint import pairwise, pairwise_prediction
     from repdyn.experiments.effective_theory.xor import kept_fraction, merge_ratios, relative_error
 
-    table = pd.read_csv(args.authors / "experiments" / "model_settings" / "XOR.txt", sep=" ", header=0)
-    if args.setting not in table.index:
-        raise SystemExit(f"error: setting {args.setting!r} not in XOR.txt (rows: {', '.join(table.index)})")
-    row = table.loc[args.setting]
+    row = settings_row(args.authors, "XOR.txt", args.setting)
     # XOR.ipynb's order of the points; repdyn's xor experiment pairs them the same way by output
     inputs = torch.tensor([[0, 0], [0, 1], [1, 0], [1, 1]], dtype=torch.float32)
     outputs = torch.tensor([[0], [1], [1], [0]], dtype=torch.float32)
