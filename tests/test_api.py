@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+import repdyn
+
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "repdyn"
 PACKAGES = sorted(".".join(("repdyn", *p.parent.relative_to(SRC).parts)).rstrip(".")
@@ -30,7 +32,6 @@ def test_every_package_declares_all_and_each_name_resolves(name):
 
 
 def test_the_top_level_exports_the_entry_points_and_imports_no_torch():
-    import repdyn
     from repdyn.monitor.monitor import Monitor
     from repdyn.runtime import reproduce
 
@@ -107,15 +108,12 @@ def test_the_packages_depend_on_each_other_as_designed_and_no_private_name_is_im
     assert not {m for m in report_imports if m.startswith(("repdyn.runtime.reproduce", "repdyn.runtime.executors"))}
 
 
-ENTRY_POINTS = sorted(name for name in __import__("repdyn").__all__
-                      if not hasattr(getattr(__import__("repdyn"), name), "__path__") and name != "theory")
+ENTRY_POINTS = sorted(name for name in repdyn.__all__ if not hasattr(getattr(repdyn, name), "__path__"))
 
 
 @pytest.mark.parametrize("name", ENTRY_POINTS)
 def test_each_entry_point_of_the_top_level_has_an_example_that_runs(name, tmp_path, monkeypatch):
     import doctest
-
-    import repdyn
 
     monkeypatch.chdir(tmp_path)
     entry = getattr(repdyn, name)
