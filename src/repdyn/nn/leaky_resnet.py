@@ -24,6 +24,7 @@ from torch import Tensor
 
 from repdyn.nn import checkpoint
 from repdyn.nn.divergence import check_finite
+from repdyn.nn.driver import drive
 from repdyn.nn.optim import StackedOptimizer
 from repdyn.nn.progress import report
 from repdyn.theory.leaky_resnet import adaptive_steps_from_norms, leaky_forward, momenta_by_backprop
@@ -252,12 +253,102 @@ class TrainingPlan:
             raise ValueError("adaptive_every and record_every must be >= 1")
 
 
+class _Fit:
+    """The step rule of :func:`fit`: Adam for ``plan.adam_steps`` steps, then GD for ``plan.gd_steps``, each step
+    followed by the adaptive rule where it is due."""
+
+    what = "objective"
+
+    def __init__(self, model: LeakyResNet, x: Tensor, y: Tensor, lam: float, plan: TrainingPlan,
+                 adaptive: Tensor) -> None:
+        self.model, self.lam, self.plan, self.adaptive = model, lam, plan, adaptive
+        self.target = y.T.to(model.weight.dtype)
+        with torch.no_grad():
+            self.a0 = model.input_representation(x)
+        self.adapts = bool(adaptive.any())
+        self.workspace: dict[str, Tensor] = {}
+        self.history: dict[str, list] = {"step": [], "objective": [], "data_cost": [], "max_rho_ltilde": []}
+        self.ones = torch.ones(model.members, dtype=model.weight.dtype, device=model.weight.device)
+        self.ceiling = None if plan.max_rho_ltilde is None else plan.max_rho_ltilde / model.ltilde
+        self.optimiser = StackedOptimizer([model.weight], plan.adam_lr * self.ones, "adam")
+        self.objective: Tensor | None = None
+
+    def phase(self, step: int) -> tuple[str, int, float]:
+        """The phase of ``step``: its optimiser, its step within the phase, its learning rate."""
+        if step < self.plan.adam_steps:
+            return "adam", step, self.plan.adam_lr
+        return "gd", step - self.plan.adam_steps, self.plan.gd_lr
+
+    def step(self, step: int) -> Tensor:
+        plan, model = self.plan, self.model
+        kind, t, lr = self.phase(step)
+        if kind == "gd" and t == 0:
+            self.optimiser = StackedOptimizer([model.weight], lr * self.ones, "gd")
+        if kind == "adam" and plan.adam_lr_final is not None:
+            decay = 0.5 * (1 + math.cos(math.pi * t / plan.adam_steps))
+            self.optimiser.set_lr((plan.adam_lr_final + (lr - plan.adam_lr_final) * decay) * self.ones)
+        adapting = kind == "adam" or plan.adaptive_in_gd
+        adapt = adapting and self.adapts and step >= plan.adaptive_warmup and step % plan.adaptive_every == 0
+        objective, cost, grad, norms = objective_gradient(model, self.a0, self.target, self.lam, norms=adapt,
+                                                          workspace=self.workspace)
+        self.objective = objective
+        if not bool(torch.isfinite(objective).all()):
+            return objective  # the driver raises at once (sync_every = 1), before the step
+        self.optimiser.step([grad])
+        if step % plan.record_every == 0:
+            self.history["step"].append(step)
+            self.history["objective"].append(objective.cpu().numpy())
+            self.history["data_cost"].append(cost.cpu().numpy())
+            self.history["max_rho_ltilde"].append((model.rho.max(-1).values * model.ltilde).cpu().numpy())
+        if norms is not None:
+            with torch.no_grad():
+                new = adaptive_steps_from_norms(model.rho, *norms, plan.adaptive_damping,
+                                                floor=plan.adaptive_floor, ceiling=self.ceiling)
+                model.rho.copy_(torch.where(self.adaptive[:, None], new, model.rho))
+        return objective
+
+    def finite(self) -> bool:
+        return self.objective is None or bool(torch.isfinite(self.objective).all())
+
+    def first_bad_step(self, step: int) -> int:
+        return step - 1
+
+    def done(self) -> bool:
+        return False
+
+    def look(self, step: int) -> None:
+        pass
+
+    def state(self) -> dict:
+        return {"optimizer": self.optimiser.state_dict(), "kind": self.optimiser.kind, **self.final(),
+                "history": {name: list(values) for name, values in self.history.items()}}
+
+    def load(self, state: dict) -> None:
+        self.restore(state)
+        lr = self.plan.adam_lr if state["kind"] == "adam" else self.plan.gd_lr
+        self.optimiser = StackedOptimizer([self.model.weight], lr * self.ones, state["kind"])
+        self.optimiser.load_state_dict(state["optimizer"])
+        self.history = state["history"]
+
+    def result(self, steps: int) -> dict[str, np.ndarray]:
+        return {name: np.asarray(values) for name, values in self.history.items()}
+
+    def final(self) -> dict:
+        return {"weight": self.model.weight.detach().clone(), "rho": self.model.rho.clone()}
+
+    def restore(self, final: dict) -> None:
+        with torch.no_grad():
+            self.model.weight.copy_(final["weight"])
+            self.model.rho.copy_(final["rho"])
+
+
 def fit(model: LeakyResNet, x: Tensor, y: Tensor, lam: float, plan: TrainingPlan,
         adaptive: Tensor | None = None) -> dict[str, np.ndarray]:
     """Train all members on the full batch ``(x, y)`` (rows); ``adaptive`` (K,) flags members whose steps adapt.
 
     Returns the recorded history: ``step`` (T,), ``objective``, ``data_cost`` (T, K) and ``max_rho_ltilde``
     (T, K), the quantity pitfall P9 of spec 002 asks to log. Raises :class:`repdyn.nn.Diverged` on NaN/inf.
+    Run by :func:`repdyn.nn.driver.drive` (checkpoints, progress, divergence).
     """
     if not lam > 0:
         raise ValueError(f"lam={lam!r} is not allowed: must be > 0")
@@ -265,66 +356,7 @@ def fit(model: LeakyResNet, x: Tensor, y: Tensor, lam: float, plan: TrainingPlan
     adaptive = torch.zeros(model.members, dtype=torch.bool, device=device) if adaptive is None else adaptive.bool()
     if adaptive.shape != (model.members,):
         raise ValueError(f"adaptive has shape {tuple(adaptive.shape)}, expected ({model.members},)")
-    target = y.T.to(model.weight.dtype)
-    with torch.no_grad():
-        a0 = model.input_representation(x)
-    adapts = bool(adaptive.any())
-    workspace: dict[str, Tensor] = {}
-    history: dict[str, list] = {"step": [], "objective": [], "data_cost": [], "max_rho_ltilde": []}
-    ones = torch.ones(model.members, dtype=model.weight.dtype, device=device)
-    phases = [("adam", plan.adam_steps, plan.adam_lr), ("gd", plan.gd_steps, plan.gd_lr)]
-    ceiling = None if plan.max_rho_ltilde is None else plan.max_rho_ltilde / model.ltilde
-    step = first_phase = first_t = 0
-    total = plan.adam_steps + plan.gd_steps
-    checkpoints = checkpoint.current()
-    slot = checkpoints.next_loop() if checkpoints is not None else -1
-    saved = checkpoints.load(slot) if checkpoints is not None else None
-    if saved is not None:
-        with torch.no_grad():
-            model.weight.copy_(saved["weight"])
-            model.rho.copy_(saved["rho"])
-        if "result" in saved:  # this loop finished before the run was interrupted
-            return saved["result"]
-        history, step, first_phase, first_t = saved["history"], saved["step"], saved["phase"], saved["t"]
-    for phase, (kind, steps, lr) in enumerate(phases):
-        if phase < first_phase:
-            continue
-        optimiser = StackedOptimizer([model.weight], lr * ones, kind)
-        start = first_t if phase == first_phase else 0
-        if saved is not None and phase == first_phase:
-            optimiser.load_state_dict(saved["optimizer"])
-        for t in range(start, steps):
-            if checkpoints is not None and checkpoints.due() and (phase, t) != (first_phase, first_t):
-                checkpoints.save(slot, {"phase": phase, "t": t, "step": step, "optimizer": optimiser.state_dict(),
-                                        "weight": model.weight.detach().clone(), "rho": model.rho.clone(),
-                                        "history": {name: list(values) for name, values in history.items()}})
-            if kind == "adam" and plan.adam_lr_final is not None:
-                decay = 0.5 * (1 + math.cos(math.pi * t / steps))
-                optimiser.set_lr((plan.adam_lr_final + (lr - plan.adam_lr_final) * decay) * ones)
-            adapting = kind == "adam" or plan.adaptive_in_gd
-            adapt = adapting and adapts and step >= plan.adaptive_warmup and step % plan.adaptive_every == 0
-            objective, cost, grad, norms = objective_gradient(model, a0, target, lam, norms=adapt,
-                                                              workspace=workspace)
-            report(step, total, objective)
-            check_finite(objective, step, "objective")
-            optimiser.step([grad])
-            if step % plan.record_every == 0:
-                history["step"].append(step)
-                history["objective"].append(objective.cpu().numpy())
-                history["data_cost"].append(cost.cpu().numpy())
-                history["max_rho_ltilde"].append((model.rho.max(-1).values * model.ltilde).cpu().numpy())
-            if norms is not None:
-                with torch.no_grad():
-                    new = adaptive_steps_from_norms(model.rho, *norms, plan.adaptive_damping,
-                                                    floor=plan.adaptive_floor, ceiling=ceiling)
-                    model.rho.copy_(torch.where(adaptive[:, None], new, model.rho))
-            step += 1
-    result = {name: np.asarray(values) for name, values in history.items()}
-    if checkpoints is not None and checkpoints.due():
-        checkpoints.save(slot, {"result": result, "weight": model.weight.detach().clone(), "rho": model.rho.clone()})
-    return result
-
-
+    return drive(_Fit(model, x, y, lam, plan, adaptive), plan.adam_steps + plan.gd_steps)
 
 
 def median_stationarity(model: LeakyResNet, grad: Tensor, lam: float) -> Tensor:
