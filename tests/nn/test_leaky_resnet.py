@@ -239,7 +239,7 @@ def test_lbfgs_finish_lowers_the_residual_and_stops_at_its_tolerance():
                                               float(model.ltilde[k])).median()) <= 1.0
 
 
-@pytest.mark.parametrize("stop_at", [20, 50])  # inside the first member's finish, inside the second's
+@pytest.mark.parametrize("stop_at", [2, 5])  # chunks: inside the first member's finish, inside the second's
 def test_an_interrupted_lbfgs_finish_resumes_from_its_checkpoint_bit_identical(tmp_path, stop_at):
     from repdyn.nn.checkpoint import Checkpointer, checkpointing
     from repdyn.nn.leaky_resnet import lbfgs_finish

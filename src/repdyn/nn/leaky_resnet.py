@@ -22,11 +22,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from repdyn.nn import checkpoint
-from repdyn.nn.divergence import check_finite
 from repdyn.nn.driver import drive
 from repdyn.nn.optim import StackedOptimizer
-from repdyn.nn.progress import report
 from repdyn.theory.leaky_resnet import adaptive_steps_from_norms, leaky_forward, momenta_by_backprop
 
 INITS = ("he", "identity")
@@ -368,6 +365,118 @@ def median_stationarity(model: LeakyResNet, grad: Tensor, lam: float) -> Tensor:
     return (norms * model.ltilde[:, None] / (lam * model.rho)).median(-1).values
 
 
+class _LBFGSFinish:
+    """The step rule of :func:`lbfgs_finish`: a step is one chunk of L-BFGS iterations of the current member; a
+    member whose iterations are spent or whose residual reached the tolerance hands over to the next."""
+
+    what = "objective"
+
+    def __init__(self, model: LeakyResNet, x: Tensor, y: Tensor, lam: float, iterations: int, tolerance: float,
+                 history_size: int, chunk: int) -> None:
+        self.model, self.lam, self.iterations, self.tolerance = model, lam, iterations, tolerance
+        self.history_size, self.chunk = history_size, chunk
+        self.target = y.T.to(model.weight.dtype)
+        with torch.no_grad():
+            self.a0 = model.input_representation(x)
+        self.record = {"objective": np.full((model.members, 2), np.nan),
+                       "residual": np.full((model.members, 2), np.nan),
+                       "iterations": np.zeros(model.members, dtype=np.int64)}
+        self.k, self.single, self.optimiser, self.done_iterations = 0, None, None, 0
+        self.objective, self.residual, self.bad = math.nan, math.nan, False
+
+    def _begin(self, state: dict | None = None) -> None:
+        """Set up member ``k``'s optimiser (from a checkpoint's ``state`` when given) and measure it."""
+        k, model = self.k, self.model
+        self.single = LeakyResNet(model.weight.detach()[k:k + 1].clone(), model.rho[k:k + 1], model.ltilde[k:k + 1],
+                                  model.u_in[k:k + 1], model.u_out[k:k + 1])
+        self.optimiser = torch.optim.LBFGS([self.single.weight], lr=1, max_iter=self.chunk,
+                                           history_size=self.history_size, line_search_fn="strong_wolfe",
+                                           tolerance_grad=0, tolerance_change=0)
+        self.workspace: dict[str, Tensor] = {}
+        if state is not None:
+            self.optimiser.load_state_dict(state["lbfgs"])
+            self.done_iterations = state["done"]
+            self.objective, self.residual = self._measure()
+        else:
+            self.done_iterations = 0
+            self.objective, self.residual = self._measure()
+            self.record["objective"][k, 0], self.record["residual"][k, 0] = self.objective, self.residual
+
+    def _measure(self) -> tuple[float, float]:
+        objective, _, grad, _ = objective_gradient(self.single, self.a0[self.k:self.k + 1], self.target, self.lam,
+                                                   workspace=self.workspace)
+        return float(objective.sum()), float(median_stationarity(self.single, grad, self.lam)[0])
+
+    def _closure(self) -> Tensor:
+        objective, _, grad, _ = objective_gradient(self.single, self.a0[self.k:self.k + 1], self.target, self.lam,
+                                                   workspace=self.workspace)
+        self.bad |= not bool(torch.isfinite(objective).all())
+        self.single.weight.grad = grad.clone()
+        return objective.sum()
+
+    def _finished(self) -> bool:
+        return self.done_iterations >= self.iterations or self.residual <= self.tolerance
+
+    def _settle(self) -> None:
+        """Close every member that needs no more chunks and open the next one, until one needs a chunk."""
+        while self.k < self.model.members:
+            if self.single is None:
+                self._begin()
+            if not self._finished():
+                return
+            k = self.k
+            self.record["objective"][k, 1], self.record["residual"][k, 1] = self.objective, self.residual
+            self.record["iterations"][k] = self.done_iterations
+            self._put_back()
+            self.k, self.single = k + 1, None
+
+    def _put_back(self) -> None:
+        with torch.no_grad():
+            self.model.weight[self.k].copy_(self.single.weight[0])
+
+    def step(self, step: int) -> float:
+        self._settle()
+        self.optimiser.param_groups[0]["max_iter"] = min(self.chunk, self.iterations - self.done_iterations)
+        self.optimiser.step(self._closure)
+        self.done_iterations += self.optimiser.param_groups[0]["max_iter"]
+        self.objective, self.residual = self._measure()
+        self._settle()
+        return self.objective
+
+    def finite(self) -> bool:
+        return not self.bad
+
+    def first_bad_step(self, step: int) -> int:
+        return step - 1
+
+    def done(self) -> bool:
+        self._settle()
+        return self.k >= self.model.members
+
+    def look(self, step: int) -> None:
+        pass
+
+    def state(self) -> dict:
+        self._put_back()
+        return {"member": self.k, "optimizer": {"lbfgs": self.optimiser.state_dict(), "done": self.done_iterations},
+                **self.final(), "record": {key: value.copy() for key, value in self.record.items()}}
+
+    def load(self, state: dict) -> None:
+        self.restore(state)
+        self.record, self.k = state["record"], state["member"]
+        self._begin(state["optimizer"])
+
+    def result(self, steps: int) -> dict[str, np.ndarray]:
+        return self.record
+
+    def final(self) -> dict:
+        return {"weight": self.model.weight.detach().clone()}
+
+    def restore(self, final: dict) -> None:
+        with torch.no_grad():
+            self.model.weight.copy_(final["weight"])
+
+
 def lbfgs_finish(model: LeakyResNet, x: Tensor, y: Tensor, lam: float, iterations: int, tolerance: float = 0.0,
                  history_size: int = 50, chunk: int = 10) -> dict[str, np.ndarray]:
     """Full-batch L-BFGS (strong-Wolfe line search) on each member's training objective in turn, the steps
@@ -378,69 +487,14 @@ def lbfgs_finish(model: LeakyResNet, x: Tensor, y: Tensor, lam: float, iteration
     step lengths together) and at most ``iterations`` iterations, in chunks of ``chunk``; after each chunk the
     member's median stationarity residual (:func:`median_stationarity`) is computed, and the member stops once it
     is at most ``tolerance`` (the usual gradient-norm stopping rule, on the residual's scale; 0: never). The
-    gradient is :func:`objective_gradient`'s. Checkpoints between chunks (:mod:`repdyn.nn.checkpoint`) let a killed
-    run resume bit for bit. Returns per member ``objective`` and ``residual`` (start, end) and ``iterations`` used.
+    gradient is :func:`objective_gradient`'s. Run by :func:`repdyn.nn.driver.drive`, a step a chunk, so a killed
+    run resumes bit for bit from a checkpoint between chunks. Returns per member ``objective`` and ``residual``
+    (start, end) and ``iterations`` used.
     """
     if iterations < 0 or chunk < 1 or history_size < 1 or tolerance < 0:
         raise ValueError(f"iterations={iterations}, chunk={chunk}, history_size={history_size}, tolerance="
                          f"{tolerance}: need iterations, tolerance >= 0 and chunk, history_size >= 1")
     if not lam > 0:
         raise ValueError(f"lam={lam!r} is not allowed: must be > 0")
-    target = y.T.to(model.weight.dtype)
-    with torch.no_grad():
-        a0 = model.input_representation(x)
-    record = {"objective": np.full((model.members, 2), np.nan), "residual": np.full((model.members, 2), np.nan),
-              "iterations": np.zeros(model.members, dtype=np.int64)}
-    checkpoints = checkpoint.current()
-    slot = checkpoints.next_loop() if checkpoints is not None else -1
-    saved = checkpoints.load(slot) if checkpoints is not None else None
-    first_member, state = 0, None
-    if saved is not None:
-        with torch.no_grad():
-            model.weight.copy_(saved["weight"])
-        record = saved["record"]
-        if saved.get("done"):
-            return record
-        first_member, state = saved["member"], saved["optimizer"]
-    for k in range(first_member, model.members):
-        single = LeakyResNet(model.weight.detach()[k:k + 1].clone(), model.rho[k:k + 1], model.ltilde[k:k + 1],
-                             model.u_in[k:k + 1], model.u_out[k:k + 1])
-        optimiser = torch.optim.LBFGS([single.weight], lr=1, max_iter=chunk, history_size=history_size,
-                                      line_search_fn="strong_wolfe", tolerance_grad=0, tolerance_change=0)
-        workspace: dict[str, Tensor] = {}
-
-        def closure(single=single, k=k, workspace=workspace) -> Tensor:
-            objective, _, grad, _ = objective_gradient(single, a0[k:k + 1], target, lam, workspace=workspace)
-            check_finite(objective, k, "objective")
-            single.weight.grad = grad.clone()
-            return objective.sum()
-
-        def measure(single=single, k=k, workspace=workspace) -> tuple[float, float]:
-            objective, _, grad, _ = objective_gradient(single, a0[k:k + 1], target, lam, workspace=workspace)
-            return float(objective.sum()), float(median_stationarity(single, grad, lam)[0])
-
-        if k == first_member and state is not None:
-            optimiser.load_state_dict(state["lbfgs"])
-            done, (obj, res) = state["done"], measure()
-        else:
-            done, (obj, res) = 0, measure()
-            record["objective"][k, 0], record["residual"][k, 0] = obj, res
-        while done < iterations and res > tolerance:
-            if checkpoints is not None and checkpoints.due() and not (k == first_member and state is not None
-                                                                     and done == state["done"]):
-                with torch.no_grad():
-                    model.weight[k].copy_(single.weight[0])
-                checkpoints.save(slot, {"member": k, "optimizer": {"lbfgs": optimiser.state_dict(), "done": done},
-                                        "weight": model.weight.detach().clone(),
-                                        "record": {key: value.copy() for key, value in record.items()}})
-            optimiser.param_groups[0]["max_iter"] = min(chunk, iterations - done)
-            optimiser.step(closure)
-            done += optimiser.param_groups[0]["max_iter"]
-            obj, res = measure()
-            report(k * iterations + done, model.members * iterations, obj)
-        record["objective"][k, 1], record["residual"][k, 1], record["iterations"][k] = obj, res, done
-        with torch.no_grad():
-            model.weight[k].copy_(single.weight[0])
-    if checkpoints is not None and checkpoints.due():
-        checkpoints.save(slot, {"done": True, "weight": model.weight.detach().clone(), "record": record})
-    return record
+    rule = _LBFGSFinish(model, x, y, lam, iterations, tolerance, history_size, chunk)
+    return drive(rule, model.members * -(-iterations // chunk), capped=True)
