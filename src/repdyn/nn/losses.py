@@ -42,14 +42,24 @@ def _margins(pred: Tensor, target: Tensor) -> Tensor:
     return target * pred.squeeze(-1)
 
 
+def hinge_of_margins(margins: Tensor) -> Tensor:
+    """max(0, 1 − z) of each margin z = y·f (spec 003 §2.3): the hinge every hinge loss of repdyn is built from."""
+    return (1.0 - margins).clamp_min(0.0)
+
+
+def softplus_hinge(margins: Tensor, beta: float) -> Tensor:
+    """softplus(β(1 − z)) of each margin z: β times the smooth hinge, which tends to the hinge as β → ∞."""
+    return F.softplus(beta * (1.0 - margins))
+
+
 def hinge(pred: Tensor, target: Tensor) -> Tensor:
     """max(0, 1 − y·f) per point, labels y = ±1, margin fixed at 1 (spec 003 §2.3)."""
-    return torch.clamp(1.0 - _margins(pred, target), min=0.0)
+    return hinge_of_margins(_margins(pred, target))
 
 
 def soft_hinge(pred: Tensor, target: Tensor, beta: float = 20.0) -> Tensor:
     """softplus(β(1 − y·f))/β per point, the smooth hinge of seed 003's code (default β = 20, spec 003 §2.3)."""
-    return F.softplus(beta * (1.0 - _margins(pred, target))) / beta
+    return softplus_hinge(_margins(pred, target), beta) / beta
 
 
 def cross_entropy(pred: Tensor, target: Tensor) -> Tensor:
