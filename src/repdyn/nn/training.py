@@ -3,7 +3,7 @@
 The loss of member k is the mean over training points of a per-point loss (:mod:`repdyn.nn.losses`; "mse" is
 ½‖y − ŷ‖² as in Eq. (1) of seed 000). Summing the K member losses and back-propagating once gives every
 member its own gradient, since no parameter is shared; the optimiser (:mod:`repdyn.nn.optim`) then applies
-per-member learning rates.
+per-member learning rates. :func:`train` is a step rule run by :func:`repdyn.nn.driver.drive`.
 """
 
 from __future__ import annotations
@@ -16,12 +16,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from repdyn.nn import checkpoint
-from repdyn.nn.divergence import Diverged
+from repdyn.nn.checkpoint import restore_rng, rng_state
+from repdyn.nn.driver import Divergence, drive
 from repdyn.nn.ensemble import Ensemble
 from repdyn.nn.losses import PointLoss, get_loss, mse_half, mse_half_output_factor, mse_half_output_grad
 from repdyn.nn.optim import StackedOptimizer, member_values
-from repdyn.nn.progress import report
 from repdyn.nn.recording import PassRecorder, Recorder, Schedule
 
 StopCriterion = Callable[[int, Tensor], bool]
@@ -52,6 +51,219 @@ class TrainResult:
 def _member_batch(t: Tensor, k: int, data_ndim: int) -> bool:
     """Whether ``t`` holds per-member data (leading dim K) rather than one shared dataset."""
     return t.dim() == data_ndim + 1 and t.shape[0] == k
+
+
+class _Train:
+    """The step rule of :func:`train`. Step t (0 <= t <= ``steps``) evaluates the model after t updates (the loss of
+    the step itself at full batch; the full training set's in eval mode with minibatches, where it is recorded or a
+    stopping criterion reads it), checks the losses, records where the schedule says, and then, unless t is the
+    last step or a stopping criterion holds, takes update t + 1: :func:`drive` runs ``steps + 1`` of them."""
+
+    what = "loss"
+
+    def __init__(self, model: Ensemble, x: Tensor, y: Tensor, *, steps: int, lr: float | Sequence[float] | Tensor,
+                 optimizer: str, point_loss: PointLoss, batch_size: int | None, n: int,
+                 generator: torch.Generator | None, momentum: float, betas: tuple[float, float], eps: float,
+                 weight_decay: float, schedule: Schedule, recorders: dict[str, Recorder], stop_loss: float | None,
+                 stop: StopCriterion | None, on_divergence: str, independent_batches: bool, fused_step: bool) -> None:
+        k = model.k
+        self.model, self.x, self.y, self.steps, self.n = model, x, y, steps, n
+        self.point_loss, self.generator, self.schedule, self.recorders = point_loss, generator, schedule, recorders
+        self.stop_loss, self.stop, self.independent_batches = stop_loss, stop, independent_batches
+        self.batch_size = batch_size
+        self.full_batch = batch_size is None or batch_size == n
+        self.evaluates = stop_loss is not None or stop is not None  # a stopping criterion reads every step's loss
+        self.params = list(model.params.values())
+        any_param = self.params[0]
+        self.rates = member_values(lr, k, "lr", any_param.device, any_param.dtype)
+        self.opt = StackedOptimizer(self.params, self.rates, "gd" if optimizer == "sgd" else optimizer,
+                                    momentum=momentum, betas=betas, eps=eps, weight_decay=weight_decay)
+        self.x_member = _member_batch(x, k, model._input_dim())
+        self.divergence = Divergence(on_divergence, k, any_param.device)
+        self.bad_step = -1  # the step of a non-finite loss under "raise", which drive raises at its next look
+        self.base = base = model.base
+        # the step updates the weights as it back-propagates
+        self.in_place = optimizer in ("gd", "sgd") and not weight_decay
+        self.fused = fused_step and model._stacked and getattr(
+            base, "supports_fused_step" if self.in_place else "supports_fused_grads", False)
+        self.fused_state: list[Any] = []
+        self.plan = base.fused_plan(model.params) if self.fused else None
+        self.closed_form = point_loss is mse_half
+        self.unit_scale = torch.ones(k, dtype=any_param.dtype, device=any_param.device)  # d(Σ_k L_k)/dL_k
+        self.factors: list[Any] = [None, 0, None]  # (scale, n, mse_half_output_factor(scale, n)) of the last step
+        self.member_rows = torch.arange(k, device=x.device).unsqueeze(1)
+        self.recorded_steps: list[int] = []
+        self.recorded_loss: list[Tensor] = []
+        self.recorded: dict[str, list[Tensor]] = {name: [] for name in recorders}
+        self.order = torch.empty(0, dtype=torch.long)
+        self.cursor = 0
+        self.stopped_at = -1  # the last step, once taken
+        model.train()
+
+    def losses_on(self, xb: Tensor, yb: Tensor) -> Tensor:
+        return self.point_loss(self.model(xb, generator=self.generator), yb).mean(-1)
+
+    def output_grad(self, residual: Tensor, scale: Tensor) -> Tensor:
+        """:func:`mse_half_output_grad`, its factor recomputed only when the scale (learning rates) or n change."""
+        factors = self.factors
+        if factors[0] is not scale or factors[1] != residual.shape[-2]:
+            factors[:] = [scale, residual.shape[-2], mse_half_output_factor(scale, residual.shape[-2])]
+        return mse_half_output_grad(residual, factors[2])
+
+    def step_losses(self, xb: Tensor, yb: Tensor) -> Tensor:
+        """Member losses of a training step; the fused path keeps the forward cache and a graph of the loss
+        head only (none for ½-MSE, whose output gradient it keeps instead: see :func:`mse_half_output_grad`)."""
+        if not self.fused:
+            return self.losses_on(xb, yb)
+        out, cache = self.base.fused_gd_forward(self.plan, xb)
+        if self.closed_form:
+            residual = out - yb
+            self.fused_state[:] = [residual, cache, out]
+            return (0.5 * residual.pow(2).sum(-1)).mean(-1)
+        out.requires_grad_()
+        self.fused_state[:] = [out, cache, out.detach()]
+        return self.point_loss(out, yb).mean(-1)
+
+    @torch.no_grad()
+    def record(self, step: int, current: Tensor) -> None:
+        """The loss and every recorder at ``step``; a :class:`PassRecorder` of the full-batch inputs reads the fused
+        step's own forward pass on them (taken at this step's parameters, before the update)."""
+        self.recorded_steps.append(step)
+        self.recorded_loss.append(current.clone())
+        for name, recorder in self.recorders.items():
+            if self.fused and self.full_batch and isinstance(recorder, PassRecorder) and recorder.inputs is self.x:
+                _, cache, out = self.fused_state
+                value = recorder.from_pass(self.base.fused_taps(cache, out, recorder.layers))
+            else:
+                value = recorder(step, self.model)
+            self.recorded[name].append(value.detach().clone())
+
+    def select(self, t: Tensor, per_member: bool, idx: Tensor) -> Tensor:
+        if idx.dim() == 2:  # (K, b) per-member indices
+            return t[self.member_rows, idx] if per_member else t[idx]
+        return t[:, idx] if per_member else t[idx]
+
+    def checked(self, values: Tensor, step: int) -> bool:
+        """False where a loss is not finite under "raise" (the step ends there and drive raises); under "mark" its
+        members are marked diverged and their learning rates set to zero."""
+        if self.divergence.mode == "raise":
+            if bool(torch.isfinite(values).all()):
+                return True
+            self.bad_step = step
+            return False
+        if self.divergence.check(values, step):
+            self.opt.set_lr(torch.where(self.divergence.alive, self.rates, torch.zeros_like(self.rates)))
+        return True
+
+    def step(self, step: int) -> Tensor | None:
+        model, x, y = self.model, self.x, self.y
+        record = step in self.schedule
+        if self.full_batch:
+            batch_loss = self.step_losses(x, y)
+            current = shown = batch_loss.detach()
+        else:
+            shown = None
+            if record or self.evaluates:
+                model.eval()
+                with torch.no_grad():
+                    current = self.losses_on(x, y)
+                model.train()
+            if step < self.steps:
+                n, batch_size, generator = self.n, self.batch_size, self.generator
+                if self.cursor + batch_size > n or step == 0:
+                    on = generator.device
+                    self.order = (torch.argsort(torch.rand(model.k, n, generator=generator, device=on), dim=1)
+                                  if self.independent_batches else torch.randperm(n, generator=generator, device=on)
+                                  ).to(x.device)
+                    self.cursor = 0
+                idx = self.order[..., self.cursor:self.cursor + batch_size]
+                self.cursor += batch_size
+                batch_loss = self.step_losses(self.select(x, self.x_member, idx), self.select(y, self.x_member, idx))
+                if not self.checked(batch_loss.detach(), step):
+                    return shown
+        if (self.full_batch or record or self.evaluates) and not self.checked(current, step):
+            return shown
+        if record:
+            self.record(step, current)
+        if step == self.steps:
+            self.stopped_at = step
+            return shown
+        alive = self.divergence.alive
+        if (self.stop_loss is not None and bool((current[alive] <= self.stop_loss).all())) or (
+                self.stop is not None and self.stop(step, current)):
+            if not record:  # the last state is always recorded
+                self.record(step, current)
+            self.stopped_at = step
+            return shown
+        opt = self.opt
+        scale = opt.loss_scale
+        everyone = self.divergence.everyone
+        if self.fused:  # ∂L/∂output from the fused forward pass, then the hand-written back-propagation
+            head, cache, _ = self.fused_state
+            if self.closed_form:
+                grad_out = self.output_grad(head, self.unit_scale if scale is None else scale)
+            else:
+                (grad_out,) = torch.autograd.grad(_weighted_sum(batch_loss, scale), head)
+            if self.in_place:
+                if not everyone:
+                    grad_out = torch.where(alive.view(-1, 1, 1), grad_out, torch.zeros_like(grad_out))
+                self.base.fused_gd_update(self.plan, cache, grad_out)
+                return shown
+            found = self.base.fused_grads(self.plan, cache, grad_out)  # the gradients themselves (Adam, momentum)
+            grads = [found[name] for name in model.params]
+        else:
+            grads = torch.autograd.grad(_weighted_sum(batch_loss, scale), self.params)
+        if not everyone:
+            grads = [torch.where(alive.view(-1, *([1] * (g.dim() - 1))), g, torch.zeros_like(g)) for g in grads]
+        if scale is not None:
+            opt.step_prescaled(grads)
+        else:
+            opt.step(grads)
+        return shown
+
+    def finite(self) -> bool:
+        return self.bad_step < 0
+
+    def first_bad_step(self, step: int) -> int:
+        return self.bad_step
+
+    def done(self) -> bool:
+        return self.stopped_at >= 0
+
+    def look(self, step: int) -> None:
+        pass
+
+    def state(self) -> dict[str, Any]:
+        return {"model": self.model.snapshot(), "optimizer": self.opt.state_dict(), "rng": rng_state(self.generator),
+                "recorded_steps": list(self.recorded_steps), "recorded_loss": list(self.recorded_loss),
+                "recorded": {name: list(values) for name, values in self.recorded.items()},
+                "order": self.order.clone(), "cursor": self.cursor, "divergence": self.divergence.state()}
+
+    def load(self, state: dict[str, Any]) -> None:
+        self.restore(state)
+        self.opt.load_state_dict(state["optimizer"])
+        self.recorded_steps, self.recorded_loss = list(state["recorded_steps"]), list(state["recorded_loss"])
+        self.recorded = {name: list(values) for name, values in state["recorded"].items()}
+        self.order, self.cursor = state["order"], state["cursor"]
+        self.divergence.load(state["divergence"])
+
+    def result(self, steps: int) -> TrainResult:
+        diverged_at = np.array(self.divergence.at, dtype=np.int64)
+        return TrainResult(
+            steps=np.array(self.recorded_steps, dtype=np.int64),
+            loss=torch.stack(self.recorded_loss).cpu().numpy(),
+            records={name: torch.stack(v).cpu().numpy() for name, v in self.recorded.items()},
+            diverged=diverged_at >= 0,
+            diverged_at=diverged_at,
+            stopped_at=self.stopped_at,
+        )
+
+    def final(self) -> dict[str, Any]:
+        return {"model": self.model.snapshot(), "rng": rng_state(self.generator)}
+
+    def restore(self, final: dict[str, Any]) -> None:
+        self.model.restore(final["model"])
+        restore_rng(final["rng"], self.generator)
 
 
 def train(
@@ -102,7 +314,8 @@ def train(
     The model trains (and is left) in train mode. The recorded loss is that of the full training set: with
     full-batch training it is the loss of the step itself (train mode, so with dropout masks if any); with
     minibatches it is an extra no-grad evaluation in eval mode, done only at recorded steps (or every step when
-    a stopping criterion needs it).
+    a stopping criterion needs it). Run by :func:`repdyn.nn.driver.drive` (checkpoints with the random number
+    generators' states, progress, divergence).
     """
     if steps < 0:
         raise ValueError(f"steps must be >= 0, got {steps}")
@@ -110,200 +323,20 @@ def train(
         raise ValueError(f"on_divergence must be 'raise' or 'mark', got {on_divergence!r}")
     if optimizer == "sgd" and batch_size is None:
         raise ValueError("optimizer 'sgd' needs a batch_size (use 'gd' for full-batch gradient descent)")
-    k = model.k
-    data_ndim = model._input_dim()
-    n = x.shape[1] if _member_batch(x, k, data_ndim) else x.shape[0]
+    n = x.shape[1] if _member_batch(x, model.k, model._input_dim()) else x.shape[0]
     if batch_size is not None and not 1 <= batch_size <= n:
         raise ValueError(f"batch_size must be in [1, {n}], got {batch_size}")
-    full_batch = batch_size is None or batch_size == n
-    if not full_batch and generator is None:
+    if not (batch_size is None or batch_size == n) and generator is None:
         raise ValueError("minibatch training needs a torch.Generator for the batch order")
     point_loss = get_loss(loss)
     schedule = schedule if schedule is not None else Schedule.every(1, steps)
     if schedule.total != steps:
         raise ValueError(f"schedule was built for {schedule.total} steps, training runs {steps}")
-    recorders = dict(recorders or {})
-
-    params = list(model.params.values())
-    any_param = params[0]
-    rates = member_values(lr, k, "lr", any_param.device, any_param.dtype)
-    opt = StackedOptimizer(params, rates, "gd" if optimizer == "sgd" else optimizer, momentum=momentum,
-                           betas=betas, eps=eps, weight_decay=weight_decay)
-    x_member = _member_batch(x, k, data_ndim)
-    y_member = x_member
-    alive = torch.ones(k, dtype=torch.bool, device=any_param.device)
-    diverged_at = np.full(k, -1, dtype=np.int64)
-
-    def losses_on(xb: Tensor, yb: Tensor) -> Tensor:
-        return point_loss(model(xb, generator=generator), yb).mean(-1)
-
-    base = model.base
-    in_place = optimizer in ("gd", "sgd") and not weight_decay  # the step updates the weights as it back-propagates
-    fused = fused_step and model._stacked and getattr(
-        base, "supports_fused_step" if in_place else "supports_fused_grads", False)
-    fused_state: list[Any] = []
-    plan = base.fused_plan(model.params) if fused else None
-    closed_form = point_loss is mse_half
-    unit_scale = torch.ones(k, dtype=any_param.dtype, device=any_param.device)  # autograd's d(Σ_k L_k)/dL_k
-    factors: list[Any] = [None, 0, None]  # (scale, n, mse_half_output_factor(scale, n)) of the last step
-
-    def output_grad(residual: Tensor, scale: Tensor) -> Tensor:
-        """:func:`mse_half_output_grad`, its factor recomputed only when the scale (learning rates) or n change."""
-        if factors[0] is not scale or factors[1] != residual.shape[-2]:
-            factors[:] = [scale, residual.shape[-2], mse_half_output_factor(scale, residual.shape[-2])]
-        return mse_half_output_grad(residual, factors[2])
-
-    def step_losses(xb: Tensor, yb: Tensor) -> Tensor:
-        """Member losses of a training step; the fused path keeps the forward cache and a graph of the loss
-        head only (none for ½-MSE, whose output gradient it keeps instead: see :func:`mse_half_output_grad`)."""
-        if not fused:
-            return losses_on(xb, yb)
-        out, cache = base.fused_gd_forward(plan, xb)
-        if closed_form:
-            residual = out - yb
-            fused_state[:] = [residual, cache, out]
-            return (0.5 * residual.pow(2).sum(-1)).mean(-1)
-        out.requires_grad_()
-        fused_state[:] = [out, cache, out.detach()]
-        return point_loss(out, yb).mean(-1)
-
-    member_rows = torch.arange(k, device=x.device).unsqueeze(1)
-
-    @torch.no_grad()
-    def record_all(step: int) -> None:
-        """Every recorder at ``step``; a :class:`PassRecorder` of the full-batch inputs reads the fused step's own
-        forward pass on them (taken at this step's parameters, before the update)."""
-        for name, recorder in recorders.items():
-            if fused and full_batch and isinstance(recorder, PassRecorder) and recorder.inputs is x:
-                _, cache, out = fused_state
-                value = recorder.from_pass(base.fused_taps(cache, out, recorder.layers))
-            else:
-                value = recorder(step, model)
-            recorded[name].append(value.detach().clone())
-
-    def select(t: Tensor, per_member: bool, idx: Tensor) -> Tensor:
-        if idx.dim() == 2:  # (K, b) per-member indices
-            return t[member_rows, idx] if per_member else t[idx]
-        return t[:, idx] if per_member else t[idx]
-
-    everyone = [True]  # whether every member is alive (``alive`` changes only in check and on a restore)
-
-    def check(step: int, values: Tensor) -> None:
-        if bool(torch.isfinite(values).all()):  # the common case in one reduction: no member has diverged
-            return
-        bad = ~torch.isfinite(values) & alive
-        if bool(bad.any()):
-            if on_divergence == "raise":
-                raise Diverged(step)
-            newly = bad.nonzero().flatten().tolist()
-            diverged_at[newly] = step
-            alive[bad] = False
-            everyone[0] = False
-            if not bool(alive.any()):
-                raise Diverged(step)
-            opt.set_lr(torch.where(alive, rates, torch.zeros_like(rates)))
-
-    recorded_steps: list[int] = []
-    recorded_loss: list[Tensor] = []
-    recorded: dict[str, list[Tensor]] = {name: [] for name in recorders}
-    order = torch.empty(0, dtype=torch.long)
-    cursor = 0
-    step = first = 0
-    checkpoints = checkpoint.current()
-    slot = checkpoints.next_loop() if checkpoints is not None else -1
-    saved = checkpoints.load(slot) if checkpoints is not None else None
-    if saved is not None:
-        model.restore(saved["model"])
-        checkpoint.restore_rng(saved["rng"], generator)
-        if "result" in saved:  # this loop finished before the run was interrupted
-            return saved["result"]
-        opt.load_state_dict(saved["optimizer"])
-        recorded_steps, recorded_loss, recorded = saved["recorded_steps"], saved["recorded_loss"], saved["recorded"]
-        order, cursor, first = saved["order"], saved["cursor"], saved["step"]
-        alive.copy_(saved["alive"])
-        everyone[0] = bool(alive.all())
-        diverged_at[:] = saved["diverged_at"]
-    model.train()
-    for step in range(first, steps + 1):
-        if checkpoints is not None and step > first and checkpoints.due():
-            checkpoints.save(slot, {
-                "step": step, "model": model.snapshot(), "optimizer": opt.state_dict(),
-                "rng": checkpoint.rng_state(generator), "recorded_steps": list(recorded_steps),
-                "recorded_loss": list(recorded_loss), "recorded": {n: list(v) for n, v in recorded.items()},
-                "order": order.clone(), "cursor": cursor, "alive": alive.clone(), "diverged_at": diverged_at.copy()})
-        record = step in schedule
-        if full_batch:
-            batch_loss = step_losses(x, y)
-            current = batch_loss.detach()
-            report(step, steps, current)
-        else:
-            report(step, steps)
-            if record or stop_loss is not None or stop is not None:
-                model.eval()
-                with torch.no_grad():
-                    current = losses_on(x, y)
-                model.train()
-            if step < steps:
-                if cursor + batch_size > n or step == 0:
-                    on = generator.device
-                    order = (torch.argsort(torch.rand(k, n, generator=generator, device=on), dim=1)
-                             if independent_batches else torch.randperm(n, generator=generator, device=on)
-                             ).to(x.device)
-                    cursor = 0
-                idx = order[..., cursor:cursor + batch_size]
-                cursor += batch_size
-                batch_loss = step_losses(select(x, x_member, idx), select(y, y_member, idx))
-                check(step, batch_loss.detach())
-        if full_batch or record or stop_loss is not None or stop is not None:
-            check(step, current)
-        if record:
-            recorded_steps.append(step)
-            recorded_loss.append(current.clone())
-            record_all(step)
-        if step == steps:
-            break
-        done = (stop_loss is not None and bool((current[alive] <= stop_loss).all())) or (
-            stop is not None and stop(step, current))
-        if done:
-            if not record:  # the last state is always recorded
-                recorded_steps.append(step)
-                recorded_loss.append(current.clone())
-                record_all(step)
-            break
-        scale = opt.loss_scale
-        if fused:  # ∂L/∂output from the fused forward pass, then the hand-written back-propagation
-            head, cache, _ = fused_state
-            if closed_form:
-                grad_out = output_grad(head, unit_scale if scale is None else scale)
-            else:
-                (grad_out,) = torch.autograd.grad(_weighted_sum(batch_loss, scale), head)
-            if in_place:
-                if not everyone[0]:
-                    grad_out = torch.where(alive.view(-1, 1, 1), grad_out, torch.zeros_like(grad_out))
-                base.fused_gd_update(plan, cache, grad_out)
-                continue
-            found = base.fused_grads(plan, cache, grad_out)  # the gradients themselves (Adam, momentum)
-            grads = [found[name] for name in model.params]
-        else:
-            grads = torch.autograd.grad(_weighted_sum(batch_loss, scale), params)
-        if not everyone[0]:
-            grads = [torch.where(alive.view(-1, *([1] * (g.dim() - 1))), g, torch.zeros_like(g)) for g in grads]
-        if scale is not None:
-            opt.step_prescaled(grads)
-        else:
-            opt.step(grads)
-
-    result = TrainResult(
-        steps=np.array(recorded_steps, dtype=np.int64),
-        loss=torch.stack(recorded_loss).cpu().numpy(),
-        records={name: torch.stack(v).cpu().numpy() for name, v in recorded.items()},
-        diverged=diverged_at >= 0,
-        diverged_at=diverged_at,
-        stopped_at=step,
-    )
-    if checkpoints is not None and checkpoints.due():
-        checkpoints.save(slot, {"result": result, "model": model.snapshot(), "rng": checkpoint.rng_state(generator)})
-    return result
+    rule = _Train(model, x, y, steps=steps, lr=lr, optimizer=optimizer, point_loss=point_loss, batch_size=batch_size,
+                  n=n, generator=generator, momentum=momentum, betas=betas, eps=eps, weight_decay=weight_decay,
+                  schedule=schedule, recorders=dict(recorders or {}), stop_loss=stop_loss, stop=stop,
+                  on_divergence=on_divergence, independent_batches=independent_batches, fused_step=fused_step)
+    return drive(rule, steps + 1)
 
 
 def _weighted_sum(losses: Tensor, scale: Tensor | None) -> Tensor:
