@@ -1,11 +1,12 @@
 """Checkpoints inside long runs: the training loops of a run save their state every few minutes, and a run that is
 killed resumes from its last checkpoint, ending bit-identical to an uninterrupted run.
 
-The runtime installs a :class:`Checkpointer` around a run (:func:`checkpointing`); each training loop the run
-enters asks it for its slot (:meth:`Checkpointer.next_loop`, the loops of a run numbered in the order they start),
-restores what is saved there and, when a save is due, saves its whole state: parameters, optimiser, random number
-generators and what it has recorded so far. A loop that finished keeps its result and final parameters, so a
-resumed run passes it without recomputing. Without a checkpointer a loop does none of this.
+The runtime installs a :class:`Checkpointer` around a run (:func:`checkpointing`); the training driver
+(:func:`repdyn.nn.driver.drive`) asks it for the slot of each loop the run enters (:meth:`Checkpointer.next_loop`,
+the loops of a run numbered in the order they start), resumes the loop from what is saved there and, when a save is
+due, saves the loop's whole declared state: parameters, optimiser, random number generators and what it has recorded
+so far. A loop that finished keeps its result and final parameters, so a resumed run passes it without recomputing.
+Without a checkpointer the driver does none of this.
 
 The file holds data only, never code: a header line with the SHA-256 of the rest, then a ``torch.save`` archive
 read back with ``weights_only=True``, which builds tensors, plain Python data, NumPy arrays and the dataclasses of
@@ -165,14 +166,3 @@ def current() -> Checkpointer | None:
 def checkpointing(checkpointer: Checkpointer | None) -> AbstractContextManager[None]:
     """The training loops run inside this block save to and resume from ``checkpointer``."""
     return bound(_CURRENT, checkpointer)
-
-
-def rng_state(generator: torch.Generator | None) -> dict[str, Any]:
-    """The random number generators a loop draws from: torch's global one and the loop's own."""
-    return {"global": torch.get_rng_state(), "generator": None if generator is None else generator.get_state()}
-
-
-def restore_rng(state: dict[str, Any], generator: torch.Generator | None) -> None:
-    torch.set_rng_state(state["global"])
-    if generator is not None and state["generator"] is not None:
-        generator.set_state(state["generator"])

@@ -34,8 +34,11 @@ from repdyn.nn.divergence import Diverged
 from repdyn.nn.progress import Cap, report
 
 R = TypeVar("R", covariant=True)
+FORMAT = 1
+"""The layout of a loop's saved state (``{"format", "step", "state"}`` or ``{"format", "result", "final"}``); a
+checkpoint slot in any other layout is not resumed from: its loop starts from the beginning."""
 
-__all__ = ["AdaptiveEuler", "Divergence", "StepRule", "Verdict", "drive"]
+__all__ = ["AdaptiveEuler", "Divergence", "StepRule", "Verdict", "drive", "restore_rng", "rng_state"]
 
 
 class StepRule(Protocol, Generic[R]):
@@ -92,6 +95,8 @@ def drive(rule: StepRule[R], steps: int, *, sync_every: int = 1, capped: bool = 
     checkpoints = checkpoint.current()
     slot = checkpoints.next_loop() if checkpoints is not None else -1
     saved = checkpoints.load(slot) if checkpoints is not None else None
+    if saved is not None and saved.get("format") != FORMAT:  # another layout's state: this loop starts afresh
+        saved = None
     if saved is not None and "result" in saved:  # this loop finished before the run was interrupted
         rule.restore(saved["final"])
         return saved["result"]
@@ -108,14 +113,27 @@ def drive(rule: StepRule[R], steps: int, *, sync_every: int = 1, capped: bool = 
                 break
             rule.look(step)
         if checkpoints is not None and step > first and checkpoints.due():
-            checkpoints.save(slot, {"step": step, "state": rule.state()})
+            checkpoints.save(slot, {"format": FORMAT, "step": step, "state": rule.state()})
         report(step, total, rule.step(step))
         step += 1
     _check(rule, step)
     result = rule.result(step)
     if checkpoints is not None and checkpoints.due():
-        checkpoints.save(slot, {"result": result, "final": rule.final()})
+        checkpoints.save(slot, {"format": FORMAT, "result": result, "final": rule.final()})
     return result
+
+
+def rng_state(generator: torch.Generator | None) -> dict[str, Any]:
+    """The random number generators a rule draws from, for its :meth:`~StepRule.state`: torch's global one and the
+    rule's own."""
+    return {"global": torch.get_rng_state(), "generator": None if generator is None else generator.get_state()}
+
+
+def restore_rng(state: dict[str, Any], generator: torch.Generator | None) -> None:
+    """Put back what :func:`rng_state` saved."""
+    torch.set_rng_state(state["global"])
+    if generator is not None and state["generator"] is not None:
+        generator.set_state(state["generator"])
 
 
 def _check(rule: StepRule[Any], step: int) -> None:

@@ -16,8 +16,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from repdyn.nn.checkpoint import restore_rng, rng_state
-from repdyn.nn.driver import Divergence, drive
+from repdyn.nn.driver import Divergence, drive, restore_rng, rng_state
 from repdyn.nn.ensemble import Ensemble
 from repdyn.nn.losses import PointLoss, get_loss, mse_half, mse_half_output_factor, mse_half_output_grad
 from repdyn.nn.optim import StackedOptimizer, member_values

@@ -353,6 +353,19 @@ def train_default_networks(params: Mapping[str, float], seed: int, device: str) 
                            layers=[f"layer{i}" for i in range(depth)], device=device, generator_seed=seed)
 
 
+class ReadsDefaultNetworks:
+    """The runs of an experiment that reads only the shared :data:`DEFAULT_NETWORKS` run (control, depth)."""
+
+    def prepare(self, config: DefaultRunConfig) -> None:
+        default_networks(config)  # raises when trials > networks
+
+    def runs(self, config: DefaultRunConfig) -> list[RunSpec]:
+        return [default_networks(config)]
+
+    def execute(self, config: DefaultRunConfig, run: RunSpec, seed: int, device: str) -> dict:
+        return train_default_networks(run.params, seed, device)
+
+
 def select_networks(result: Mapping[str, np.ndarray], members: range, layer: int | None = None
                     ) -> dict[str, np.ndarray]:
     """The ``members`` of a :func:`train_two_point` result (for a reader of the shared ensemble: its first

@@ -11,22 +11,21 @@ from repdyn.experiments.effective_theory.common import (
     DEFAULT_RUN_SCALES,
     UNTRAINED,
     DefaultRunConfig,
-    default_networks,
+    ReadsDefaultNetworks,
     escaped,
     fit_member,
     plateau_ratio,
     readout_index,
     select_networks,
-    train_default_networks,
 )
-from repdyn.framework.base import Analysis, Experiment, RunSpec
+from repdyn.framework.base import Analysis, Experiment
 from repdyn.framework.claims import ClaimSpec, Measured, at_least
 from repdyn.theory import effective_theory as et
 
 PAPER_CONTROL_LOSSES = {"original": 0.92, "factor_two": 15.35, "square": 16.61, "minus_sign": 2.99, "drop_term": 5.64}
 """Fit losses of App. C.1 (Fig. 11), in the order of the paper's sentence (spec 000 §2.12)."""
 FIG11 = "Trajectories of the alternatives are not as good of a fit compared to the effective theory."
-class PerturbedDynamicsControl(Experiment):
+class PerturbedDynamicsControl(ReadsDefaultNetworks, Experiment):
     name = "effective_theory.control"
     title = "Control: Eq. 7 against four perturbed dynamics"
     paper = "000"
@@ -47,15 +46,6 @@ class PerturbedDynamicsControl(Experiment):
                   control=UNTRAINED,
                   preconditions=(escaped("default_escape", "every default network"),)),
     )
-
-    def prepare(self, config: DefaultRunConfig) -> None:
-        default_networks(config)  # raises when trials > networks
-
-    def runs(self, config: DefaultRunConfig) -> list[RunSpec]:
-        return [default_networks(config)]
-
-    def execute(self, config: DefaultRunConfig, run: RunSpec, seed: int, device: str) -> dict:
-        return train_default_networks(run.params, seed, device)
 
     def analyse(self, config: DefaultRunConfig, results: Mapping[str, dict]) -> Analysis:
         res = select_networks(results["default_networks"], range(config.trials), readout_index(config.depth))

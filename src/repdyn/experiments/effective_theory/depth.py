@@ -13,16 +13,15 @@ from repdyn.experiments.effective_theory.common import (
     DEFAULT_RUN_SCALES,
     UNTRAINED,
     DefaultRunConfig,
+    ReadsDefaultNetworks,
     converged,
-    default_networks,
     escaped,
     fit_member,
     gated,
     plateau_ratio,
     select_networks,
-    train_default_networks,
 )
-from repdyn.framework.base import Analysis, Experiment, RunSpec
+from repdyn.framework.base import Analysis, Experiment
 from repdyn.framework.claims import ClaimSpec, Measured, at_least, at_most
 
 ACCURATE = 0.1
@@ -38,7 +37,7 @@ def spearman(index: np.ndarray, values: np.ndarray) -> float:
     return float(stats.spearmanr(index, values).statistic) if len(values) >= 3 else float("nan")
 
 
-class DepthDependence(Experiment):
+class DepthDependence(ReadsDefaultNetworks, Experiment):
     name = "effective_theory.depth"
     title = "Fit quality and effective rates at every read-out layer"
     paper = "000"
@@ -73,15 +72,6 @@ class DepthDependence(Experiment):
                   band_reason="our choice, as rate_h_trend", control=UNTRAINED,
                   preconditions=(escaped("default_escape", "every default network"),)),
     )
-
-    def prepare(self, config: DefaultRunConfig) -> None:
-        default_networks(config)  # raises when trials > networks
-
-    def runs(self, config: DefaultRunConfig) -> list[RunSpec]:
-        return [default_networks(config)]
-
-    def execute(self, config: DefaultRunConfig, run: RunSpec, seed: int, device: str) -> dict:
-        return train_default_networks(run.params, seed, device)
 
     def analyse(self, config: DefaultRunConfig, results: Mapping[str, dict]) -> Analysis:
         res = select_networks(results["default_networks"], range(config.trials))
