@@ -297,7 +297,7 @@ class _Batch1SGD:
 
     def step(self, t: int) -> Tensor:
         if t == 0:
-            self._validate(0)
+            self._evaluate(0)
             self.model.train()
         cols = _conv1_columns(self.flat.index_select(0, self.order[:, t]), self.conv1_index)
         logits, loss = _sgd_step(self.params, cols, self.labels[:, t], self.lr, self.conv2_index)  # one per trial
@@ -305,10 +305,10 @@ class _Batch1SGD:
         self.loss_log[:, t] = loss
         self.taken = t + 1
         if (t + 1) % self.val_every == 0:
-            self._validate(t + 1)
+            self._evaluate(t + 1)
         return loss
 
-    def _validate(self, step: int) -> None:
+    def _evaluate(self, step: int) -> None:
         loss, acc = _validate(self.model, self.x_val, self.y_val, self.val_chunk)
         self.val_steps.append(step)
         self.val_loss.append(loss)
