@@ -22,11 +22,9 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from repdyn.nn import checkpoint
-from repdyn.nn.divergence import Diverged
+from repdyn.nn.driver import drive
 from repdyn.nn.ensemble import Ensemble
 from repdyn.nn.losses import cross_entropy
-from repdyn.nn.progress import report
 
 
 def _default_init_(module: nn.Conv2d | nn.Linear, generator: torch.Generator | None) -> None:
@@ -192,14 +190,6 @@ def _validate(model: Ensemble, x_val: Tensor, y_val: Tensor, chunk: int = 512) -
     return torch.stack(losses).sum(0) / n, torch.stack(correct).sum(0).to(losses[0].dtype) / n
 
 
-def _check_finite(loss_log: Tensor, start: int, stop: int) -> None:
-    """Raise :class:`Diverged` at the first iteration in [start, stop) where a trial's logged loss is not finite
-    (one host synchronisation per call, not one per iteration)."""
-    bad = ~torch.isfinite(loss_log[:, start:stop]).all(0)
-    if bool(bad.any()):
-        raise Diverged(start + int(torch.nonzero(bad)[0, 0]))
-
-
 def _conv1_index(channels: int, device: torch.device) -> Tensor:
     """(C·25·784,) position in a flattened C×32×32 image of each entry of its first-layer ``unfold`` columns, the 28²
     output positions ordered (pooled row, pooled column, row in the 2×2 window, column in it): each max-pooling
@@ -277,6 +267,97 @@ def _sgd_step(params: Mapping[str, Tensor], cols1: Tensor, labels: Tensor, lr: f
     return logits, loss
 
 
+class _Batch1SGD:
+    """The step rule of :func:`train_batch1_sgd`: step ``t`` draws nothing (the sample order is drawn before the
+    loop), takes every trial's SGD step on its example ``order[:, t]``, logs its logits and loss in the preallocated
+    device log, and validates after every ``val_every``-th update (step 0 first validates the initial model). The
+    driver's looks, every ``check_every`` steps, check the log since the last look."""
+
+    what = "loss"
+
+    def __init__(self, model: Ensemble, x_train: Tensor, y_train: Tensor, x_val: Tensor, y_val: Tensor, steps: int,
+                 lr: float, generator: torch.Generator, val_every: int, val_chunk: int) -> None:
+        self.model, self.x_val, self.y_val, self.lr = model, x_val, y_val, lr
+        self.val_every, self.val_chunk = val_every, val_chunk
+        R, n = model.k, len(x_train)
+        self.params = model.params
+        dtype, device = self.params["conv1.weight"].dtype, self.params["conv1.weight"].device
+        self.flat, self.conv1_index = x_train.reshape(n, -1), _conv1_index(x_train.shape[1], device)
+        self.conv2_index = _conv2_index(device)
+        self.order = torch.randint(0, n, (R, steps), generator=generator).to(x_train.device)
+        self.labels = y_train[self.order]                                 # (R, T)
+        self.logits_log = torch.empty(R, steps, model.base.output.out_features, dtype=dtype, device=device)
+        self.loss_log = torch.empty(R, steps, dtype=dtype, device=device)
+        self.val_steps: list[int] = []
+        self.val_loss: list[Tensor] = []
+        self.val_acc: list[Tensor] = []
+        self.taken = 0      # steps taken: the log holds iterations [0, taken)
+        self.checked = 0    # the log is known finite on [0, checked)
+        self.bad: Tensor | None = None
+
+    def step(self, t: int) -> Tensor:
+        if t == 0:
+            self._evaluate(0)
+            self.model.train()
+        cols = _conv1_columns(self.flat.index_select(0, self.order[:, t]), self.conv1_index)
+        logits, loss = _sgd_step(self.params, cols, self.labels[:, t], self.lr, self.conv2_index)  # one per trial
+        self.logits_log[:, t] = logits
+        self.loss_log[:, t] = loss
+        self.taken = t + 1
+        if (t + 1) % self.val_every == 0:
+            self._evaluate(t + 1)
+        return loss
+
+    def _evaluate(self, step: int) -> None:
+        loss, acc = _validate(self.model, self.x_val, self.y_val, self.val_chunk)
+        self.val_steps.append(step)
+        self.val_loss.append(loss)
+        self.val_acc.append(acc)
+
+    def finite(self) -> bool:
+        """Whether the log since the last look is finite (one host synchronisation per look)."""
+        if self.taken == self.checked:
+            return True
+        self.bad = ~torch.isfinite(self.loss_log[:, self.checked:self.taken]).all(0)
+        return not bool(self.bad.any())
+
+    def first_bad_step(self, step: int) -> int:
+        """The first iteration whose loss is not finite for some trial: the same step whatever ``check_every``
+        (the updates after a NaN only carry it on)."""
+        return self.checked + int(torch.nonzero(self.bad)[0, 0])
+
+    def done(self) -> bool:
+        return False
+
+    def look(self, step: int) -> None:
+        self.checked = self.taken
+
+    def state(self) -> dict:
+        t = self.taken
+        return {"taken": t, "checked": self.checked, "model": self.model.snapshot(),
+                "logits": self.logits_log[:, :t].clone(), "loss": self.loss_log[:, :t].clone(),
+                "val_steps": list(self.val_steps), "val_loss": list(self.val_loss), "val_acc": list(self.val_acc)}
+
+    def load(self, state: dict) -> None:
+        self.model.restore(state["model"])
+        self.taken, self.checked = state["taken"], state["checked"]
+        self.val_steps, self.val_loss, self.val_acc = state["val_steps"], state["val_loss"], state["val_acc"]
+        self.logits_log[:, :self.taken], self.loss_log[:, :self.taken] = state["logits"], state["loss"]
+        self.model.train()
+
+    def result(self, steps: int) -> SGDLog:
+        return SGDLog(sample=self.order.cpu().numpy(), label=self.labels.cpu().numpy(),
+                      logits=self.logits_log.cpu().numpy(), train_loss=self.loss_log.cpu().numpy(),
+                      val_steps=np.array(self.val_steps), val_loss=torch.stack(self.val_loss).cpu().numpy(),
+                      val_acc=torch.stack(self.val_acc).cpu().numpy())
+
+    def final(self) -> dict:
+        return {"model": self.model.snapshot()}
+
+    def restore(self, final: dict) -> None:
+        self.model.restore(final["model"])
+
+
 def train_batch1_sgd(model: Ensemble, x_train: Tensor, y_train: Tensor, x_val: Tensor, y_val: Tensor, *,
                      steps: int, lr: float, generator: torch.Generator, val_every: int, val_chunk: int = 512,
                      check_every: int = 1000) -> SGDLog:
@@ -284,11 +365,12 @@ def train_batch1_sgd(model: Ensemble, x_train: Tensor, y_train: Tensor, x_val: T
     draws its own example uniformly from the whole training set, records its pre-update logits and loss, and
     steps; the clean validation set is evaluated after every ``val_every``-th update (and at initialisation),
     ``val_chunk`` images at a time. The log is preallocated on the model's device and copied to the host once at
-    the end (no copy or synchronisation per iteration, so a GPU is not stalled). Raises :class:`Diverged` at the
-    first non-finite loss of any trial, looked for every ``check_every`` iterations and at the end (the step it
-    names does not depend on ``check_every``: the updates after a NaN only carry it on). Under a
-    :mod:`~repdyn.nn.checkpoint` checkpointer it saves its state every few minutes and resumes from it bit for bit
-    (the sample order is drawn from ``generator`` before the loop, so a rerun draws it again)."""
+    the end (no copy or synchronisation per iteration, so a GPU is not stalled). Run by
+    :func:`repdyn.nn.driver.drive`, which looks every ``check_every`` iterations and at the end: it raises
+    :class:`~repdyn.nn.divergence.Diverged` at the first non-finite loss of any trial (the step it names does not
+    depend on ``check_every``: the updates after a NaN only carry it on), and under a :mod:`~repdyn.nn.checkpoint`
+    checkpointer it saves the loop's state every few minutes and resumes from it bit for bit (the sample order is
+    drawn from ``generator`` before the loop, so a rerun draws it again)."""
     if min(steps, val_every, val_chunk, check_every) < 1:
         raise ValueError(f"need steps, val_every, val_chunk, check_every >= 1, got {steps}, {val_every}, "
                          f"{val_chunk}, {check_every}")
@@ -297,53 +379,5 @@ def train_batch1_sgd(model: Ensemble, x_train: Tensor, y_train: Tensor, x_val: T
     if not isinstance(model.base, LeNet) or x_train.shape[-2:] != (32, 32):
         raise ValueError(f"train_batch1_sgd trains LeNet ensembles on 32×32 images, got {type(model.base).__name__} "
                          f"and {tuple(x_train.shape[-2:])}")
-    R, n = model.k, len(x_train)
-    params = model.params
-    dtype, device = params["conv1.weight"].dtype, params["conv1.weight"].device
-    flat, conv1_index = x_train.reshape(n, -1), _conv1_index(x_train.shape[1], device)
-    conv2_index = _conv2_index(device)
-    order = torch.randint(0, n, (R, steps), generator=generator).to(x_train.device)
-    labels = y_train[order]                                           # (R, T)
-    logits_log = torch.empty(R, steps, model.base.output.out_features, dtype=dtype, device=device)
-    loss_log = torch.empty(R, steps, dtype=dtype, device=device)
-    checkpoints = checkpoint.current()
-    slot = checkpoints.next_loop() if checkpoints is not None else -1
-    saved = checkpoints.load(slot) if checkpoints is not None else None
-    if saved is not None and "result" in saved:  # this loop finished before the run was interrupted
-        model.restore(saved["model"])
-        return saved["result"]
-    if saved is None:
-        first_loss, first_acc = _validate(model, x_val, y_val, val_chunk)
-        first, checked, val_steps, val_loss, val_acc = 0, 0, [0], [first_loss], [first_acc]
-    else:
-        model.restore(saved["model"])
-        first, checked = saved["step"], saved["checked"]
-        val_steps, val_loss, val_acc = saved["val_steps"], saved["val_loss"], saved["val_acc"]
-        logits_log[:, :first], loss_log[:, :first] = saved["logits"], saved["loss"]
-    model.train()
-    for t in range(first, steps):
-        if checkpoints is not None and t > first and checkpoints.due():
-            checkpoints.save(slot, {"step": t, "checked": checked, "model": model.snapshot(),
-                                    "logits": logits_log[:, :t].clone(),
-                                    "loss": loss_log[:, :t].clone(), "val_steps": list(val_steps),
-                                    "val_loss": list(val_loss), "val_acc": list(val_acc)})
-        cols = _conv1_columns(flat.index_select(0, order[:, t]), conv1_index)
-        logits, loss = _sgd_step(params, cols, labels[:, t], lr, conv2_index)     # one example per trial
-        report(t, steps, loss)
-        logits_log[:, t] = logits
-        loss_log[:, t] = loss
-        if t + 1 - checked >= check_every:
-            _check_finite(loss_log, checked, t + 1)
-            checked = t + 1
-        if (t + 1) % val_every == 0:
-            vl, va = _validate(model, x_val, y_val, val_chunk)
-            val_steps.append(t + 1)
-            val_loss.append(vl)
-            val_acc.append(va)
-    _check_finite(loss_log, checked, steps)
-    log = SGDLog(sample=order.cpu().numpy(), label=labels.cpu().numpy(), logits=logits_log.cpu().numpy(),
-                 train_loss=loss_log.cpu().numpy(), val_steps=np.array(val_steps),
-                 val_loss=torch.stack(val_loss).cpu().numpy(), val_acc=torch.stack(val_acc).cpu().numpy())
-    if checkpoints is not None and checkpoints.due():
-        checkpoints.save(slot, {"result": log, "model": model.snapshot()})
-    return log
+    rule = _Batch1SGD(model, x_train, y_train, x_val, y_val, steps, lr, generator, val_every, val_chunk)
+    return drive(rule, steps, sync_every=check_every)

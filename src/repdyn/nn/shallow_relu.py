@@ -6,9 +6,9 @@ narrower networks are padded with inert neurons a = b = c = 0 (all three of thei
 never move and never contribute). Each network has its own α, its own frozen layers (δ = ±∞ by freezing, I5)
 and its own step size.
 
-This trainer is specific to the paper and does not use :func:`repdyn.nn.training.train`: the protocol needs
-the λ_max(Θ) step rule with per-network halving, per-network stopping, layers frozen per network, analytic
-float64 gradients (spec 001 §3.3, P7) and neuron-trajectory recording.
+This trainer is a step rule of its own, run by :func:`repdyn.nn.driver.drive`, not :func:`repdyn.nn.training.train`:
+the protocol needs the λ_max(Θ) step rule with per-network halving, per-network stopping, layers frozen per network,
+analytic float64 gradients (spec 001 §3.3, P7) and neuron-trajectory recording.
 """
 
 from __future__ import annotations
@@ -19,9 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from repdyn.nn import checkpoint
-from repdyn.nn.divergence import check_finite
-from repdyn.nn.progress import Cap, report
+from repdyn.nn.driver import drive
 from repdyn.theory.shallow_relu import from_canonical, layer_imbalance, loss_gradients, tangent_kernel, to_canonical
 
 Params = tuple[np.ndarray, np.ndarray, np.ndarray]
@@ -177,6 +175,155 @@ class GDResult:
     snapshots: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)
 
 
+class _FullBatchGD:
+    """The step rule of :func:`train_full_batch_gd`: step ``t`` evaluates the loss and gradients, records what is
+    due at ``t``, and (before ``max_steps``) takes the GD step; the final step ``max_steps`` only records. The loop
+    is done once every network has stopped, looked at recorded steps."""
+
+    what = "loss"
+
+    def __init__(self, nets: ShallowReLUBatch, xt: torch.Tensor, yt: torch.Tensor, max_steps: int, lr_fraction: float,
+                 lr_every: int, tol: float, record_every: int, track_idx: torch.Tensor, track_every: int,
+                 snapshot_steps: Sequence[int], max_move: float | None) -> None:
+        self.nets, self.xt, self.yt, self.max_steps, self.lr_every, self.tol = nets, xt, yt, max_steps, lr_every, tol
+        self.record_every, self.track_idx, self.track_every = record_every, track_idx, track_every
+        self.snapshot_steps, self.max_move = snapshot_steps, max_move
+        device, n_nets = nets.a.device, nets.a.shape[0]
+        self.tab, self.tc = nets.train_ab[:, None].double(), nets.train_c[:, None].double()
+        self.delta0 = layer_imbalance(nets.a, nets.b, nets.c)
+        delta_scale = self.delta0.abs() + nets.c.abs() * torch.sqrt(nets.a**2 + nets.b**2)
+        self.delta_scale = torch.where(delta_scale > 0, delta_scale, torch.ones_like(delta_scale))
+        self.drift = torch.zeros(n_nets, dtype=torch.float64, device=device)
+        self.ntk_initial = nets.tangent_kernel(xt)
+        self.fraction = torch.full((n_nets,), lr_fraction, dtype=torch.float64, device=device)
+        self.active = torch.ones(n_nets, dtype=torch.bool, device=device)
+        self.steps = torch.zeros(n_nets, dtype=torch.int64, device=device)
+        self.time = torch.zeros(n_nets, dtype=torch.float64, device=device)
+        self.lam_max = torch.linalg.eigvalsh(self.ntk_initial)[:, -1]
+        self.q90 = max(1, int(np.ceil(0.9 * nets.a.shape[1])))  # the 90th-percentile neuron (k-th smallest of M)
+        # Everything recorded stays on the device and is copied to the host once, in result(): the only host
+        # synchronisations are the finiteness and all-stopped looks at recorded steps (every record_every).
+        self.loss_steps: list[int] = []
+        self.losses: list[torch.Tensor] = []
+        self.track_steps: list[int] = []
+        self.trajectory: list[torch.Tensor] = []
+        self.snapshots: dict[int, tuple[torch.Tensor, ...]] = {}
+        self.previous: torch.Tensor | None = None
+        self.threshold: torch.Tensor | None = None
+        self.stopped_at = torch.full((), -1, dtype=torch.int64, device=device)  # first step every network stopped
+        self.loss: torch.Tensor | None = None
+        self.last = -1  # the last step taken
+        self.bad = -1  # the step a non-finite recorded loss is named by (-1: none)
+        self.stopped = False  # every network stopped, seen at a recorded step, or max_steps reached
+
+    def step(self, step: int) -> torch.Tensor:
+        nets = self.nets
+        rho, ga, gb, gc = loss_gradients(self.xt, self.yt, nets.a, nets.b, nets.c, nets.alpha)
+        loss = 0.5 * (rho**2).sum(-1)
+        self.loss, self.last = loss, step
+        if step == 0:
+            self.threshold = self.tol * torch.maximum(loss, 0.5 * (self.yt**2).sum())
+        if self.previous is not None:
+            self.fraction = torch.where(loss > 1.01 * self.previous, self.fraction / 2, self.fraction)
+        self.active = self.active & (loss > self.threshold)
+        self.stopped_at = torch.where((self.stopped_at < 0) & ~self.active.any(), step, self.stopped_at)
+        recorded = step % self.record_every == 0 or step == self.max_steps
+        if recorded:
+            stop = int(self.stopped_at)
+            if not bool(torch.isfinite(loss).all()):
+                self.bad = step if stop < 0 else stop
+                return loss  # the driver raises at its look, before anything of this step is recorded
+            self.loss_steps.append(step)
+            self.losses.append(loss)
+            self.drift = torch.maximum(self.drift, self._drift())
+        if step % self.track_every == 0 and self.track_idx.numel():
+            self.track_steps.append(step)
+            self.trajectory.append(torch.stack([nets.a[:, self.track_idx], nets.b[:, self.track_idx],
+                                                nets.c[:, self.track_idx]], -1))
+        if step in self.snapshot_steps:
+            self.snapshots[step] = tuple(t.clone() for t in (nets.a, nets.b, nets.c))
+        if step == self.max_steps or (recorded and stop >= 0):
+            self.stopped = True
+            return loss
+        if step % self.lr_every == 0 and step > 0:
+            self.lam_max = torch.linalg.eigvalsh(nets.tangent_kernel(self.xt))[:, -1]
+        lam_max, tab, tc = self.lam_max, self.tab, self.tc
+        lr = torch.where(self.active & (lam_max > 0), self.fraction / lam_max, torch.zeros_like(lam_max))
+        if self.max_move is not None:
+            speed = torch.sqrt(tab * (ga**2 + gb**2) + tc * gc**2) / torch.sqrt(nets.a**2 + nets.b**2 + nets.c**2
+                                                                               ).clamp_min(1e-300)
+            lr = torch.minimum(lr, self.max_move / torch.kthvalue(speed, self.q90, dim=-1).values.clamp_min(1e-300))
+        nets.a -= lr[:, None] * tab * ga
+        nets.b -= lr[:, None] * tab * gb
+        nets.c -= lr[:, None] * tc * gc
+        self.steps += self.active
+        self.time += lr
+        self.previous = loss
+        return loss
+
+    def _drift(self) -> torch.Tensor:
+        nets = self.nets
+        return ((layer_imbalance(nets.a, nets.b, nets.c) - self.delta0).abs() / self.delta_scale).amax(-1)
+
+    def finite(self) -> bool:
+        return self.bad < 0
+
+    def first_bad_step(self, step: int) -> int:
+        return self.bad
+
+    def done(self) -> bool:
+        return self.stopped
+
+    def look(self, step: int) -> None:
+        pass
+
+    _STATE = ("delta0", "delta_scale", "drift", "ntk_initial", "fraction", "active", "lam_max", "previous",
+              "threshold", "stopped_at")
+
+    def state(self) -> dict:
+        return {**{name: getattr(self, name) for name in self._STATE}, **self.final(),
+                "steps": self.steps.clone(), "time": self.time.clone(), "loss_steps": list(self.loss_steps),
+                "losses": list(self.losses), "track_steps": list(self.track_steps),
+                "trajectory": list(self.trajectory), "snapshots": dict(self.snapshots)}
+
+    def load(self, state: dict) -> None:
+        self.restore(state)
+        for name in (*self._STATE, "steps", "time", "loss_steps", "losses", "track_steps", "trajectory",
+                     "snapshots"):
+            setattr(self, name, state[name])
+
+    def result(self, steps: int) -> GDResult:
+        # After every network stopped nothing changes (η = 0): what was recorded past that step is dropped, so the
+        # result is the one of a loop that stopped there (the loss there is the last one, checked at its record).
+        nets, loss = self.nets, self.loss
+        last = int(self.stopped_at) if int(self.stopped_at) >= 0 else self.last
+        kept = [i for i, s in enumerate(self.loss_steps) if s <= last]
+        loss_steps, losses = [self.loss_steps[i] for i in kept], [self.losses[i] for i in kept]
+        if loss_steps[-1] != last:
+            loss_steps.append(last)
+            losses.append(loss)
+        track_steps = [s for s in self.track_steps if s <= last]
+        trajectory = self.trajectory[:len(track_steps)]
+        drift = torch.maximum(self.drift, self._drift())
+        host = lambda t: t.detach().cpu().numpy()  # noqa: E731
+        empty_track = np.zeros((0, nets.a.shape[0], self.track_idx.numel(), 3))
+        return GDResult(
+            params=nets.params(), loss_steps=np.array(loss_steps), loss=host(torch.stack(losses)),
+            steps=host(self.steps), time=host(self.time), converged=host(loss <= self.threshold),
+            lr_fraction=host(self.fraction), ntk_initial=host(self.ntk_initial),
+            ntk_final=host(nets.tangent_kernel(self.xt)), delta_drift=host(drift),
+            track_steps=np.array(track_steps, dtype=np.int64),
+            trajectory=host(torch.stack(trajectory)) if trajectory else empty_track,
+            snapshots={s: tuple(host(t).copy() for t in p) for s, p in self.snapshots.items() if s <= last})
+
+    def final(self) -> dict:
+        return {"params": tuple(t.clone() for t in (self.nets.a, self.nets.b, self.nets.c))}
+
+    def restore(self, final: dict) -> None:
+        for tensor, value in zip((self.nets.a, self.nets.b, self.nets.c), final["params"]):
+            tensor.copy_(value)
+
+
 def train_full_batch_gd(nets: ShallowReLUBatch, x: np.ndarray, y: np.ndarray, *, max_steps: int,
                         lr_fraction: float = 0.5, lr_every: int = 100, tol: float = 1e-8,
                         record_every: int = 100, track: np.ndarray | None = None, track_every: int = 20,
@@ -189,7 +336,8 @@ def train_full_batch_gd(nets: ShallowReLUBatch, x: np.ndarray, y: np.ndarray, *,
     ``max_move`` (optional) also caps each step so that the 90th percentile over neurons of the relative move
     ‖Δz_i‖/‖z_i‖ of z_i = (a_i, b_i, c_i) is at most ``max_move``: the λ_max rule alone bounds the function-space
     step, not the motion of small neurons, which early in training can jump by more than their own norm.
-    Raises :class:`repdyn.nn.Diverged` when a loss becomes NaN/inf.
+    Raises :class:`repdyn.nn.Diverged` when a loss becomes NaN/inf. Run by :func:`repdyn.nn.driver.drive`
+    (checkpoints, progress, divergence): steps 0 … ``max_steps`` are reported, the last one only records.
     """
     if max_steps < 0 or lr_every < 1 or record_every < 1 or track_every < 1:
         raise ValueError("max_steps must be >= 0 and lr_every, record_every, track_every >= 1")
@@ -198,107 +346,7 @@ def train_full_batch_gd(nets: ShallowReLUBatch, x: np.ndarray, y: np.ndarray, *,
     device = nets.a.device
     xt = torch.tensor(x, dtype=torch.float64, device=device)
     yt = torch.tensor(y, dtype=torch.float64, device=device)
-    n_nets = nets.a.shape[0]
     track_idx = torch.as_tensor(np.zeros(0, dtype=np.int64) if track is None else track, device=device)
-    tab, tc = nets.train_ab[:, None].double(), nets.train_c[:, None].double()
-
-    delta0 = layer_imbalance(nets.a, nets.b, nets.c)
-    delta_scale = delta0.abs() + nets.c.abs() * torch.sqrt(nets.a**2 + nets.b**2)
-    delta_scale = torch.where(delta_scale > 0, delta_scale, torch.ones_like(delta_scale))
-    drift = torch.zeros(n_nets, dtype=torch.float64, device=device)
-    ntk_initial = nets.tangent_kernel(xt)
-    fraction = torch.full((n_nets,), lr_fraction, dtype=torch.float64, device=device)
-    active = torch.ones(n_nets, dtype=torch.bool, device=device)
-    steps = torch.zeros(n_nets, dtype=torch.int64, device=device)
-    time = torch.zeros(n_nets, dtype=torch.float64, device=device)
-    lam_max = torch.linalg.eigvalsh(ntk_initial)[:, -1]
-    q90 = max(1, int(np.ceil(0.9 * nets.a.shape[1])))  # the 90th-percentile neuron (k-th smallest of M)
-
-    # Everything the loop records stays on the device and is copied to the host once, after the loop: the only
-    # host synchronisations are the finiteness and all-stopped checks at recorded steps (every record_every).
-    loss_steps, losses, track_steps, trajectory, snapshots = [], [], [], [], {}
-    previous = None
-    threshold = None
-    stopped_at = torch.full((), -1, dtype=torch.int64, device=device)  # first step at which every network stopped
-    first = 0
-    # A killed run resumes from its last checkpoint (the whole loop state, saved at the top of a step) and ends
-    # bit-identical to an uninterrupted one; a finished loop keeps its result.
-    checkpoints = checkpoint.current()
-    slot = checkpoints.next_loop() if checkpoints is not None else -1
-    saved = checkpoints.load(slot) if checkpoints is not None else None
-    if saved is not None:
-        for tensor, value in zip((nets.a, nets.b, nets.c), saved["params"]):
-            tensor.copy_(value)
-        if "result" in saved:
-            return saved["result"]
-        (first, delta0, delta_scale, drift, ntk_initial, fraction, active, steps, time, lam_max, previous, threshold,
-         stopped_at, loss_steps, losses, track_steps, trajectory, snapshots) = saved["state"]
-    for step in range(first, max_steps + 1):
-        if checkpoints is not None and step > first and checkpoints.due():
-            checkpoints.save(slot, {"params": tuple(t.clone() for t in (nets.a, nets.b, nets.c)), "state": (
-                step, delta0, delta_scale, drift, ntk_initial, fraction, active, steps, time, lam_max, previous,
-                threshold, stopped_at, list(loss_steps), list(losses), list(track_steps), list(trajectory),
-                dict(snapshots))})
-        rho, ga, gb, gc = loss_gradients(xt, yt, nets.a, nets.b, nets.c, nets.alpha)
-        loss = 0.5 * (rho**2).sum(-1)
-        report(step, Cap(max_steps), loss)
-        if step == 0:
-            threshold = tol * torch.maximum(loss, 0.5 * (yt**2).sum())
-        if previous is not None:
-            fraction = torch.where(loss > 1.01 * previous, fraction / 2, fraction)
-        active = active & (loss > threshold)
-        stopped_at = torch.where((stopped_at < 0) & ~active.any(), step, stopped_at)
-        recorded = step % record_every == 0 or step == max_steps
-        if recorded:
-            stop = int(stopped_at)
-            check_finite(loss, step if stop < 0 else stop)
-            loss_steps.append(step)
-            losses.append(loss)
-            drift = torch.maximum(drift, ((layer_imbalance(nets.a, nets.b, nets.c) - delta0).abs()
-                                          / delta_scale).amax(-1))
-        if step % track_every == 0 and track_idx.numel():
-            track_steps.append(step)
-            trajectory.append(torch.stack([nets.a[:, track_idx], nets.b[:, track_idx], nets.c[:, track_idx]], -1))
-        if step in snapshot_steps:
-            snapshots[step] = tuple(t.clone() for t in (nets.a, nets.b, nets.c))
-        if step == max_steps or (recorded and stop >= 0):
-            break
-        if step % lr_every == 0 and step > 0:
-            lam_max = torch.linalg.eigvalsh(nets.tangent_kernel(xt))[:, -1]
-        lr = torch.where(active & (lam_max > 0), fraction / lam_max, torch.zeros_like(lam_max))
-        if max_move is not None:
-            speed = torch.sqrt(tab * (ga**2 + gb**2) + tc * gc**2) / torch.sqrt(nets.a**2 + nets.b**2 + nets.c**2
-                                                                               ).clamp_min(1e-300)
-            lr = torch.minimum(lr, max_move / torch.kthvalue(speed, q90, dim=-1).values.clamp_min(1e-300))
-        nets.a -= lr[:, None] * tab * ga
-        nets.b -= lr[:, None] * tab * gb
-        nets.c -= lr[:, None] * tc * gc
-        steps += active
-        time += lr
-        previous = loss
-
-    # After every network stopped nothing changes (η = 0): what was recorded past that step is dropped, so the
-    # result is the one of a loop that stopped there.
-    last = int(stopped_at) if int(stopped_at) >= 0 else step
-    kept = [i for i, s in enumerate(loss_steps) if s <= last]
-    loss_steps, losses = [loss_steps[i] for i in kept], [losses[i] for i in kept]
-    if loss_steps[-1] != last:
-        check_finite(loss, last)
-        loss_steps.append(last)
-        losses.append(loss)
-    track_steps = [s for s in track_steps if s <= last]
-    trajectory = trajectory[:len(track_steps)]
-    drift = torch.maximum(drift, ((layer_imbalance(nets.a, nets.b, nets.c) - delta0).abs()
-                                  / delta_scale).amax(-1))
-    host = lambda t: t.detach().cpu().numpy()  # noqa: E731
-    empty_track = np.zeros((0, n_nets, track_idx.numel(), 3))
-    result = GDResult(
-        params=nets.params(), loss_steps=np.array(loss_steps), loss=host(torch.stack(losses)),
-        steps=host(steps), time=host(time), converged=host(loss <= threshold), lr_fraction=host(fraction),
-        ntk_initial=host(ntk_initial), ntk_final=host(nets.tangent_kernel(xt)), delta_drift=host(drift),
-        track_steps=np.array(track_steps, dtype=np.int64),
-        trajectory=host(torch.stack(trajectory)) if trajectory else empty_track,
-        snapshots={s: tuple(host(t).copy() for t in p) for s, p in snapshots.items() if s <= last})
-    if checkpoints is not None and checkpoints.due():
-        checkpoints.save(slot, {"params": tuple(t.clone() for t in (nets.a, nets.b, nets.c)), "result": result})
-    return result
+    rule = _FullBatchGD(nets, xt, yt, max_steps, lr_fraction, lr_every, tol, record_every, track_idx, track_every,
+                        snapshot_steps, max_move)
+    return drive(rule, max_steps + 1, capped=True)
