@@ -13,6 +13,7 @@ import torch
 from memory_cap import outcome_under_cap
 from repdyn.experiments.compression import EXPERIMENTS
 from repdyn.experiments.compression.real_images import (
+    _fit_cnn_adam,
     _fit_cnn_momentum,
     _seeded_cnn,
     gram_bytes,
@@ -75,6 +76,43 @@ def test_momentum_step_control_on_the_device_changes_no_number(alpha) -> None:
         assert torch.equal(torch.nn.utils.parameters_to_vector(model.parameters()).detach(), ref_theta)
     with pytest.raises(ValueError, match="sync_every"):
         _fit_cnn_momentum(_seeded_cnn(1, 4, "cpu"), x, y, alpha, 1.0, 1e-3, 0.1, 5, sync_every=0)
+
+
+@pytest.mark.parametrize(("optimiser", "stop_at"), [("momentum", 30), ("momentum", 90), ("adam", 10)])
+def test_an_interrupted_fit_resumes_from_its_checkpoint_bit_identical(tmp_path, optimiser, stop_at) -> None:
+    """A fit killed at ``stop_at`` goes on from its last checkpoint and ends with the uninterrupted run's steps and
+    weights, bit for bit; a finished fit is read back with its weights."""
+    from interrupt import Killed, kill_at
+    from repdyn.nn.checkpoint import Checkpointer, checkpointing
+    from repdyn.nn.progress import reporting
+
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(8, 1, 28, 28, generator=gen)
+    y = torch.where(torch.arange(8) % 2 == 0, 1.0, -1.0)
+
+    def fit(model):
+        if optimiser == "adam":
+            return _fit_cnn_adam(model, x, y, 10.0, 1e-2, 100)
+        return _fit_cnn_momentum(model, x, y, 10.0, 1.0, 1e-3, 0.1, 160, sync_every=7)
+
+    def weights(model):
+        return torch.nn.utils.parameters_to_vector(model.parameters()).detach().numpy().tobytes()
+
+    reference = _seeded_cnn(1, 4, "cpu")
+    expected = fit(reference)
+    assert expected[1] and expected[0] > stop_at
+    path = tmp_path / "run.ckpt"
+    with checkpointing(Checkpointer(path, every=0.0)), reporting(kill_at(stop_at)), pytest.raises(Killed):
+        fit(_seeded_cnn(1, 4, "cpu"))
+    resumed, steps_seen = _seeded_cnn(1, 4, "cpu"), []
+    with checkpointing(Checkpointer(path, every=0.0)), reporting(lambda step, total, loss: steps_seen.append(step)):
+        assert fit(resumed) == expected
+    assert steps_seen[0] == stop_at
+    assert weights(resumed) == weights(reference)
+    again = _seeded_cnn(1, 4, "cpu")
+    with checkpointing(Checkpointer(path, every=0.0)):
+        assert fit(again) == expected
+    assert weights(again) == weights(reference)
 
 
 def test_last_layer_kernel_is_the_ntk_of_the_output_layer() -> None:

@@ -17,11 +17,11 @@ from repdyn.nn.hidden_layer import (
     init_hidden_layer,
     train_gradient_flow,
 )
+from repdyn.nn.kernel_flow import kernel_hinge_flow
 from repdyn.probes.ntk import empirical_ntk
 from repdyn.theory.compression import (
     classification_error,
     hidden_layer_ntk,
-    kernel_hinge_flow,
     kernel_predict,
 )
 

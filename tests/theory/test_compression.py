@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 import torch
 from scipy import integrate, special, stats
-from sklearn.svm import SVC
 
 from repdyn.theory import compression as C
 
@@ -210,41 +209,6 @@ def test_infinite_width_ntk_is_the_wide_limit() -> None:
     diag = C.infinite_width_ntk(x, x).diagonal()
     # on the diagonal θ = 0: 2 ‖x̃‖²
     assert torch.allclose(diag, 2 * ((x**2).sum(1) / d + 1))
-
-
-def test_kernel_flow_separable_data_stops_at_zero_hinge_loss() -> None:
-    g = torch.Generator().manual_seed(5)
-    x = torch.randn(2, 30, 2, generator=g, dtype=torch.float64)
-    y = torch.sign(x[..., 0] + 0.3 * x[..., 1])
-    x = x + 0.5 * y[..., None] * torch.tensor([1.0, 0.0], dtype=torch.float64)  # a margin between the classes
-    gram = x @ x.transpose(1, 2) + 1.0
-    res = C.kernel_hinge_flow(gram, y)
-    assert bool(res.converged.all())
-    margins = y * C.kernel_predict(gram, res.coefficients)
-    assert float(margins.min()) >= 1.0
-    assert float((1 - margins).clamp_min(0).sum()) == 0.0
-    # only points that were once below the margin carry weight, and y·a ≥ 0 (a_μ grows along y_μ)
-    assert float((y * res.coefficients).min()) >= 0.0
-
-
-def test_kernel_flow_classifier_is_close_to_hard_margin_svm() -> None:
-    g = torch.Generator().manual_seed(6)
-    x = torch.randn(200, 2, generator=g, dtype=torch.float64)
-    y = torch.where(x[:, 0] > 0.0, 1.0, -1.0).double()
-    x[:, 0] += 0.3 * y
-    gram = x @ x.T
-    res = C.kernel_hinge_flow(gram, y)
-    assert bool(res.converged)
-    xt = torch.randn(2000, 2, generator=g, dtype=torch.float64)
-    flow_pred = torch.sign(C.kernel_predict(xt @ x.T, res.coefficients))
-    svm = SVC(kernel="precomputed", C=1e6).fit(gram.numpy(), y.numpy())
-    svm_pred = svm.predict((xt @ x.T).numpy())
-    assert float((flow_pred.numpy() != svm_pred).mean()) < 0.03
-
-
-def test_kernel_flow_bad_input() -> None:
-    with pytest.raises(ValueError, match="do not match"):
-        C.kernel_hinge_flow(torch.eye(3), torch.ones(4))
 
 
 def test_normal_density_on_finite_and_infinite_arguments() -> None:

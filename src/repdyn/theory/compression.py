@@ -2,8 +2,8 @@
 
 Pure maths of the paper: the global amplification factor Λ (Eq. 9), the single-neuron theory of the stripe
 model (Eqs. 5-8, App. C) with its fixed points and time scales, the learning-curve exponents (§3.1, §4), the
-closed-form NTK of the network of Eq. (1) (spec 003 §2.6) and frozen-kernel learning as hinge-loss gradient
-flow on dual coefficients (spec 003 §2.7).
+closed-form NTK of the network of Eq. (1) (spec 003 §2.6) and the frozen-kernel predictor F = K a of spec 003
+§2.7 (its hinge-loss gradient flow on the dual coefficients is :mod:`repdyn.nn.kernel_flow`).
 
 Errata followed (each checked against the paper text):
 - τ = h √(d/2) (Eq. 5), not the h√d/2 of §2.4 (spec 003 §2.9, P2);
@@ -397,81 +397,6 @@ def infinite_width_ntk(x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
 # ---------------------------------------------------------------------------------------------------------
 # Frozen-kernel learning (spec 003 §2.7)
 # ---------------------------------------------------------------------------------------------------------
-
-@dataclass
-class KernelFlowResult:
-    """Dual coefficients a (S, p) with F = K a, integrated time, accepted steps and convergence per trial."""
-
-    coefficients: torch.Tensor
-    time: torch.Tensor
-    steps: int
-    converged: torch.Tensor
-
-
-def kernel_hinge_flow(gram: torch.Tensor, y: torch.Tensor, max_dgrad: float = 1e-4, max_dout: float = 0.1,
-                      max_steps: int = 100_000) -> KernelFlowResult:
-    """Hinge-loss gradient flow with a frozen Gram matrix, batched over trials (spec 003 §2.7, P13).
-
-    Not an SVM and not ridge: F = K a with a(0) = 0 and ȧ_μ = (1/p) y_μ Θ(1 − y_μ F_μ) (Eq. 3 with Θ
-    frozen, α = 1 since for the hinge α only rescales time). Adaptive Euler of spec 003 §2.4 with the
-    kernel variant: the function-space step v = K ȧ, dgrad = ‖v − v_new‖²/(‖v‖‖v_new‖), dout = max|dt v|;
-    accept if both are below threshold, dt ×1.1 if both are below 0.1× threshold, else reject and dt ÷10,
-    with the jump rule of :func:`repdyn.nn.hidden_layer.train_gradient_flow`: v is piecewise constant and
-    jumps when a point crosses its margin, so a step with a margin event is judged by dout alone.
-    Each trial stops when every margin y F ≥ 1 (zero training hinge loss) or at ``max_steps`` iterations.
-
-    gram: (S, p, p) or (p, p); y: (S, p) or (p,) with entries ±1.
-    """
-    single = gram.dim() == 2
-    if single:
-        gram, y = gram.unsqueeze(0), y.unsqueeze(0)
-    if gram.shape[-1] != gram.shape[-2] or gram.shape[:-1] != y.shape:
-        raise ValueError(f"gram {tuple(gram.shape)} and labels {tuple(y.shape)} do not match")
-    if max_dgrad <= 0 or max_dout <= 0:
-        raise ValueError(f"max_dgrad={max_dgrad} and max_dout={max_dout} must be > 0")
-    n_trials, p = y.shape
-    a = torch.zeros_like(y)
-    out = torch.zeros_like(y)
-    dt = torch.ones(n_trials, dtype=y.dtype, device=y.device)
-    t = torch.zeros_like(dt)
-
-    def direction(o: torch.Tensor) -> torch.Tensor:
-        return y * (y * o < 1).to(y.dtype) / p
-
-    da = direction(out)
-    v = torch.einsum("spq,sq->sp", gram, da)
-    active = (y * out < 1).any(dim=1)
-    last_rejected = torch.full_like(dt, math.inf)
-    steps = 0
-    while bool(active.any()) and steps < max_steps:
-        steps += 1
-        a_new = a + dt[:, None] * da
-        out_new = out + dt[:, None] * v
-        da_new = direction(out_new)
-        v_new = torch.einsum("spq,sq->sp", gram, da_new)
-        norms = v.norm(dim=1) * v_new.norm(dim=1)
-        dgrad = torch.where(norms > 0, (v - v_new).pow(2).sum(dim=1) / norms.clamp_min(1e-300),
-                            torch.zeros_like(norms))
-        dout = (dt[:, None] * v).abs().amax(dim=1)
-        margin_event = ((y * out_new < 1) != (y * out < 1)).any(dim=1)
-        jump = active & (dout < max_dout) & ((dgrad > 0.1 * last_rejected) | margin_event)
-        accept = active & (dout < max_dout) & ((dgrad < max_dgrad) | jump)
-        grow = accept & (dgrad < 0.1 * max_dgrad) & (dout < 0.1 * max_dout)
-        reject = active & ~accept
-        last_rejected = torch.where(reject & (dout < max_dout), dgrad, torch.full_like(dgrad, math.inf))
-        t = torch.where(accept, t + dt, t)
-        sel = accept[:, None]
-        a = torch.where(sel, a_new, a)
-        out = torch.where(sel, out_new, out)
-        da = torch.where(sel, da_new, da)
-        v = torch.where(sel, v_new, v)
-        dt = torch.where(grow, dt * 1.1, torch.where(reject, dt / 10, dt))
-        active = (y * out < 1).any(dim=1)
-    result = KernelFlowResult(a, t, steps, ~active)
-    if single:
-        result = KernelFlowResult(a[0], t[0], steps, (~active)[0])
-    return result
-
 
 def kernel_predict(gram_test_train: torch.Tensor, coefficients: torch.Tensor) -> torch.Tensor:
     """F(x) = Σ_μ a_μ Θ(x, x^μ) for a (…, n_test, p) Gram block and (…, p) coefficients."""

@@ -30,7 +30,7 @@ from repdyn.experiments.compression.common import (
 from repdyn.framework.base import Analysis, Experiment, RunResult, RunSpec
 from repdyn.framework.claims import ClaimSpec, Measured, Precondition, at_least, at_most
 from repdyn.framework.config import ConfigError, check_data_folder, param
-from repdyn.nn.divergence import Diverged, check_finite
+from repdyn.nn.driver import AdaptiveEuler, drive
 from repdyn.nn.mnas_cnn import MnasCNN
 from repdyn.probes.intrinsic_dimension import curve_fraction, two_nn
 from repdyn.probes.ntk import empirical_ntk_with_gram
@@ -171,29 +171,158 @@ def softhinge(margins: torch.Tensor, alpha: float) -> torch.Tensor:
     return F.softplus(3.0 * (1.0 - margins)).mean() / (3.0 * alpha)
 
 
+class _AdamFit:
+    """The step rule of :func:`_fit_cnn_adam`: one Adam step on the hinge loss, then the forward pass whose margins
+    the stop test and the next step read."""
+
+    what = "loss"
+
+    def __init__(self, model: MnasCNN, x: torch.Tensor, y: torch.Tensor, f0: torch.Tensor, alpha: float,
+                 lr: float) -> None:
+        self.model, self.x, self.y, self.f0, self.alpha = model, x, y, f0, alpha
+        self.optimiser = torch.optim.Adam(model.parameters(), lr=lr)
+        self.forward()
+
+    def forward(self) -> None:
+        self.margins = self.y * self.alpha * (self.model(self.x) - self.f0)
+        self.loss = torch.relu(1 - self.margins).mean() / self.alpha
+
+    def step(self, step: int) -> torch.Tensor:
+        loss = self.loss
+        self.optimiser.zero_grad()
+        loss.backward()
+        self.optimiser.step()
+        self.forward()
+        return loss.detach()
+
+    def finite(self) -> bool:
+        return bool(torch.isfinite(self.loss.detach()).all())
+
+    def first_bad_step(self, step: int) -> int:
+        return step
+
+    def done(self) -> bool:
+        return bool((self.margins >= 1).all())
+
+    def look(self, step: int) -> None:
+        pass
+
+    def state(self) -> dict:
+        return {"optimizer": self.optimiser.state_dict(), **self.final()}
+
+    def load(self, state: dict) -> None:
+        self.restore(state)
+        self.optimiser.load_state_dict(state["optimizer"])
+        self.forward()
+
+    def result(self, steps: int) -> tuple[int, bool]:
+        return steps, self.done()
+
+    def final(self) -> dict:
+        return {"model": {name: value.detach().clone() for name, value in self.model.state_dict().items()}}
+
+    def restore(self, final: dict) -> None:
+        self.model.load_state_dict(final["model"])
+
+
 def _fit_cnn_adam(model: MnasCNN, x: torch.Tensor, y: torch.Tensor, alpha: float, lr: float, max_steps: int
                   ) -> tuple[int, bool]:
     """Full-batch Adam on the hinge loss (1/α)·mean(max(0, 1 − y α f̃)) of f̃ = f − f₀ (the centred, α-scaled
     network of spec 003 §2.1); stops at zero hinge loss. Returns the steps taken and whether it fitted. The former
-    quick-scale optimiser, kept as ``optimiser = "adam"`` for comparison."""
+    quick-scale optimiser, kept as ``optimiser = "adam"`` for comparison. Run by :func:`repdyn.nn.driver.drive`
+    (checkpoints, progress, divergence of the loss)."""
     with torch.no_grad():
         f0 = model(x)
     model.to(memory_format=torch.channels_last)  # the same numbers to rounding; 2× faster CPU convolutions
     try:
-        opt = torch.optim.Adam(model.parameters(), lr=lr)
-        for step in range(max_steps):
-            margins = y * alpha * (model(x) - f0)
-            if bool((margins >= 1).all()):
-                return step, True
-            loss = torch.relu(1 - margins).mean() / alpha
-            check_finite(loss.detach(), step)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-        with torch.no_grad():
-            return max_steps, bool((y * alpha * (model(x) - f0) >= 1).all())
+        return drive(_AdamFit(model, x, y, f0, alpha, lr), max_steps, capped=True)
     finally:
         model.to(memory_format=torch.contiguous_format)
+
+
+class _MomentumFit:
+    """The step rule of :func:`_fit_cnn_momentum`: one trial step of the continuous momentum, judged by the adaptive
+    step's controller; every flag stays on the device."""
+
+    what = "gradient"
+
+    def __init__(self, model: MnasCNN, x: torch.Tensor, y: torch.Tensor, alpha: float, tau: float,
+                 controller: AdaptiveEuler) -> None:
+        self.model, self.x, self.y, self.alpha, self.tau, self.controller = model, x, y, alpha, tau, controller
+        self.params = list(model.parameters())
+        with torch.no_grad():
+            self.f0 = model(x)
+        self.theta = torch.nn.utils.parameters_to_vector(self.params).detach().clone()
+        self.out, self.g = self.evaluate()
+        self.f64 = {"dtype": torch.float64, "device": x.device}
+        self.v, self.dt = torch.zeros_like(self.theta), torch.ones((), **self.f64)
+        self.never = torch.full((), math.inf, **self.f64)  # no step is judged as a jump
+        self.running = torch.ones((), dtype=torch.bool, device=x.device)
+        self.all_finite = torch.ones((), dtype=torch.bool, device=x.device)
+        self.steps = torch.zeros((), dtype=torch.int64, device=x.device)
+        self.running &= ~self.fitted()
+
+    def fitted(self) -> torch.Tensor:
+        return (self.y * self.alpha * (self.out - self.f0) >= 1).all()
+
+    def evaluate(self) -> tuple[torch.Tensor, torch.Tensor]:
+        out = self.model(self.x)
+        grads = torch.autograd.grad(softhinge(self.y * self.alpha * (out - self.f0), self.alpha), self.params)
+        return out.detach(), torch.cat([gr.reshape(-1) for gr in grads])
+
+    def load_parameters(self, flat: torch.Tensor) -> None:
+        with torch.no_grad():
+            torch.nn.utils.vector_to_parameters(flat, self.params)
+
+    def step(self, step: int) -> None:
+        running, dt, g, out = self.running, self.dt, self.g, self.out
+        self.steps += running
+        decay = torch.exp(-dt / self.tau) if self.tau > 0 else torch.zeros((), **self.f64)
+        v_new = decay * self.v - (1.0 - decay) * g
+        theta_new = self.theta + dt * v_new
+        self.load_parameters(theta_new)
+        out_new, g_new = self.evaluate()
+        self.all_finite &= torch.isfinite(g_new.norm()) | ~running
+        norms = (g.norm() * g_new.norm()).double()
+        dgrad = torch.where(norms > 0, (g - g_new).pow(2).sum().double() / norms, 0.0)
+        dout = self.alpha * (out_new - out).abs().max().double()
+        verdict = self.controller.decide(dgrad, dout, running, self.never)
+        accept = verdict.accept
+        self.theta, self.v = torch.where(accept, theta_new, self.theta), torch.where(accept, v_new, self.v)
+        self.out, self.g = torch.where(accept, out_new, out), torch.where(accept, g_new, g)
+        self.dt = self.controller.next_dt(dt, verdict)
+        self.running &= ~self.fitted()
+
+    def finite(self) -> torch.Tensor:
+        return self.all_finite
+
+    def first_bad_step(self, step: int) -> int:
+        return step
+
+    def done(self) -> bool:
+        return not bool(self.running)
+
+    def look(self, step: int) -> None:
+        pass
+
+    _STATE = ("theta", "v", "dt", "out", "g", "running", "all_finite", "steps")
+
+    def state(self) -> dict:
+        return {name: getattr(self, name).clone() for name in self._STATE}
+
+    def load(self, state: dict) -> None:
+        for name in self._STATE:
+            setattr(self, name, state[name].to(self.x.device))
+
+    def result(self, steps: int) -> tuple[int, bool]:
+        self.load_parameters(self.theta)
+        return int(self.steps), bool(self.fitted())
+
+    def final(self) -> dict:
+        return {"theta": self.theta.clone()}
+
+    def restore(self, final: dict) -> None:
+        self.load_parameters(final["theta"].to(self.x.device))
 
 
 def _fit_cnn_momentum(model: MnasCNN, x: torch.Tensor, y: torch.Tensor, alpha: float, tau: float,
@@ -203,8 +332,10 @@ def _fit_cnn_momentum(model: MnasCNN, x: torch.Tensor, y: torch.Tensor, alpha: f
     v ← e^{−dt/τ} v − (1 − e^{−dt/τ}) g, θ ← θ + dt v (τ = 0: gradient flow), with the adaptive step of the
     stripe flow: a trial step is accepted when the gradient change ‖g − g'‖²/(‖g‖‖g'‖) < max_dgrad and the
     output change max|α(f' − f)| < max_dout (dt × 1.1 when both are under half their threshold), else undone with
-    dt ÷ 10. Stops when every margin y α f̃ ≥ 1 or after ``max_steps`` trial steps (each one forward and one
-    backward pass). Returns the trial steps taken and whether it fitted.
+    dt ÷ 10 (:class:`~repdyn.nn.driver.AdaptiveEuler` with calm = 0.5, no jumps). Stops when every margin
+    y α f̃ ≥ 1 or after ``max_steps`` trial steps (each one forward and one backward pass). Returns the trial steps
+    taken and whether it fitted. Run by :func:`repdyn.nn.driver.drive` (checkpoints, progress, divergence of the
+    gradient norm).
 
     Device-resident, as ``nn.hidden_layer.train_gradient_flow``: dt, the accept test and the stop flag are tensors
     updated by ``torch.where``; the host looks (to stop the loop, to check for NaN) only every ``sync_every`` steps
@@ -214,52 +345,8 @@ def _fit_cnn_momentum(model: MnasCNN, x: torch.Tensor, y: torch.Tensor, alpha: f
         sync_every = 1 if x.device.type == "cpu" else 64
     if sync_every < 1:
         raise ValueError(f"sync_every={sync_every} must be >= 1")
-    params = list(model.parameters())
-    with torch.no_grad():
-        f0 = model(x)
-
-    def evaluate() -> tuple[torch.Tensor, torch.Tensor]:
-        out = model(x)
-        grads = torch.autograd.grad(softhinge(y * alpha * (out - f0), alpha), params)
-        return out.detach(), torch.cat([gr.reshape(-1) for gr in grads])
-
-    def load(flat: torch.Tensor) -> None:
-        with torch.no_grad():
-            torch.nn.utils.vector_to_parameters(flat, params)
-
-    theta = torch.nn.utils.parameters_to_vector(params).detach().clone()
-    out, g = evaluate()
-    f64 = {"dtype": torch.float64, "device": x.device}
-    v, dt = torch.zeros_like(theta), torch.ones((), **f64)
-    running, finite = torch.ones((), dtype=torch.bool, device=x.device), torch.ones((), dtype=torch.bool,
-                                                                                     device=x.device)
-    steps = torch.zeros((), dtype=torch.int64, device=x.device)
-    for step in range(max_steps):
-        running &= ~(y * alpha * (out - f0) >= 1).all()
-        if step % sync_every == 0:
-            if not bool(finite):
-                raise Diverged(step, "gradient")
-            if not bool(running):
-                break
-        steps += running
-        decay = torch.exp(-dt / tau) if tau > 0 else torch.zeros((), **f64)
-        v_new = decay * v - (1.0 - decay) * g
-        theta_new = theta + dt * v_new
-        load(theta_new)
-        out_new, g_new = evaluate()
-        finite &= torch.isfinite(g_new.norm()) | ~running
-        norms = (g.norm() * g_new.norm()).double()
-        dgrad = torch.where(norms > 0, (g - g_new).pow(2).sum().double() / norms, 0.0)
-        dout = alpha * (out_new - out).abs().max().double()
-        accept = running & (dgrad < max_dgrad) & (dout < max_dout)
-        theta, v = torch.where(accept, theta_new, theta), torch.where(accept, v_new, v)
-        out, g = torch.where(accept, out_new, out), torch.where(accept, g_new, g)
-        grow = accept & (dgrad < max_dgrad / 2) & (dout < max_dout / 2)
-        dt = torch.where(grow, dt * 1.1, torch.where(running & ~accept, dt / 10, dt))
-    if not bool(finite):
-        raise Diverged(max_steps, "gradient")
-    load(theta)
-    return int(steps), bool((y * alpha * (out - f0) >= 1).all())
+    controller = AdaptiveEuler(max_dgrad=max_dgrad, max_dout=max_dout, calm=0.5, grow=1.1, shrink=10.0, jumps=False)
+    return drive(_MomentumFit(model, x, y, alpha, tau, controller), max_steps, sync_every=sync_every, capped=True)
 
 
 class RealImages(Experiment):
