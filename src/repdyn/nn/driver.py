@@ -22,6 +22,7 @@ integrates a gradient flow with it.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
@@ -79,13 +80,15 @@ class StepRule(Protocol, Generic[R]):
         """Put back what :meth:`final` saved (a resumed run that had finished this loop)."""
 
 
-def drive(rule: StepRule[R], steps: int, *, sync_every: int = 1, capped: bool = False) -> R:
+def drive(rule: StepRule[R], steps: int, *, sync_every: int = 1, capped: bool = False, inference: bool = False) -> R:
     """Run ``rule`` for at most ``steps`` steps and return its result.
 
     The host looks every ``sync_every`` steps (and after the last one): it raises :class:`Diverged` if a watched
     value is not finite, stops if the rule is done, then lets the rule act on the look (:meth:`StepRule.look`).
     ``capped``: ``steps`` is only a cap (the rule usually stops earlier), which progress listeners are told
-    (:class:`~repdyn.nn.progress.Cap`).
+    (:class:`~repdyn.nn.progress.Cap`). ``inference``: the steps and looks run in :func:`torch.inference_mode` (the
+    same kernels without autograd's bookkeeping, most of the cost of a step made of small operations); the rule's
+    state is loaded and its result built outside it, so the tensors it returns are ordinary ones.
     """
     if steps < 0 or sync_every < 1:
         raise ValueError(f"steps={steps} must be >= 0 and sync_every={sync_every} >= 1")
@@ -101,16 +104,17 @@ def drive(rule: StepRule[R], steps: int, *, sync_every: int = 1, capped: bool = 
         first = saved["step"]
     total = Cap(steps) if capped else steps
     step = first
-    while step < steps:
-        if step % sync_every == 0:
-            _check(rule, step)
-            if rule.done():
-                break
-            rule.look(step)
-        if checkpoints is not None and step > first and checkpoints.due():
-            checkpoints.save(slot, {"step": step, "state": rule.state()})
-        report(step, total, rule.step(step))
-        step += 1
+    with torch.inference_mode() if inference else contextlib.nullcontext():
+        while step < steps:
+            if step % sync_every == 0:
+                _check(rule, step)
+                if rule.done():
+                    break
+                rule.look(step)
+            if checkpoints is not None and step > first and checkpoints.due():
+                checkpoints.save(slot, {"step": step, "state": rule.state()})
+            report(step, total, rule.step(step))
+            step += 1
     _check(rule, step)
     result = rule.result(step)
     if checkpoints is not None and checkpoints.due():
