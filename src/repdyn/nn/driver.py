@@ -166,14 +166,31 @@ class Divergence:
         self.everyone = bool(self.alive.all())
 
 
-@dataclass(frozen=True)
 class Verdict:
-    """The controller's decision for each trial of a batch (bool tensors)."""
+    """The controller's decision for each trial of a batch (bool tensors): ``accept``, ``grow``, ``reject``, and
+    ``last_rejected``, the dgrad of each trial's rejection (∞: not rejected for dgrad). ``reject`` and
+    ``last_rejected`` are computed when first read, from the tensors :meth:`AdaptiveEuler.decide` was given (which the
+    caller leaves as they are): a step whose every trial accepts needs neither."""
 
-    accept: Tensor
-    grow: Tensor
-    reject: Tensor
-    last_rejected: Tensor
+    __slots__ = ("_dgrad", "_last", "_reject", "_running", "_small", "accept", "grow")
+
+    def __init__(self, accept: Tensor, grow: Tensor, running: Tensor | None, small: Tensor, dgrad: Tensor) -> None:
+        self.accept, self.grow = accept, grow
+        self._running, self._small, self._dgrad = running, small, dgrad
+        self._reject: Tensor | None = None
+        self._last: Tensor | None = None
+
+    @property
+    def reject(self) -> Tensor:
+        if self._reject is None:
+            self._reject = ~self.accept if self._running is None else self._running & ~self.accept
+        return self._reject
+
+    @property
+    def last_rejected(self) -> Tensor:
+        if self._last is None:
+            self._last = torch.where(self.reject & self._small, self._dgrad, torch.full_like(self._dgrad, math.inf))
+        return self._last
 
 
 @dataclass(frozen=True)
@@ -203,20 +220,21 @@ class AdaptiveEuler:
         if not (self.max_dgrad > 0 and self.max_dout > 0):
             raise ValueError(f"max_dgrad={self.max_dgrad}, max_dout={self.max_dout} must both be > 0")
 
-    def decide(self, dgrad: Tensor, dout: Tensor, running: Tensor | None, last_rejected: Tensor,
+    def decide(self, dgrad: Tensor, dout: Tensor, running: Tensor | None, last_rejected: Tensor | None,
                margin_event: Tensor | None = None, dgrad_free: Tensor | None = None) -> Verdict:
         """Accept, grow and reject per trial, and the dgrad of each trial's rejection (∞: not rejected for dgrad).
 
         ``running`` (None: every trial runs) masks stopped trials, which neither accept nor reject;
-        ``last_rejected`` is the previous verdict's (∞ where none); ``dgrad_free`` marks the trials whose dt is
-        below the dgrad-free limit."""
+        ``last_rejected`` is the previous verdict's (None: no trial's previous step was rejected); ``dgrad_free``
+        marks the trials whose dt is below the dgrad-free limit."""
         small = dout < self.max_dout
         ran_small = small if running is None else running & small
         unchecked = None
         if self.jumps:
-            event = (dgrad > 0.1 * last_rejected) if margin_event is None else (
+            event = margin_event if last_rejected is None else (
+                (dgrad > 0.1 * last_rejected) if margin_event is None else
                 (dgrad > 0.1 * last_rejected) | margin_event)
-            unchecked = ran_small & event
+            unchecked = None if event is None else ran_small & event
         if dgrad_free is not None:
             unchecked = dgrad_free if unchecked is None else unchecked | dgrad_free
         passes = dgrad < self.max_dgrad if unchecked is None else (dgrad < self.max_dgrad) | unchecked
@@ -225,9 +243,7 @@ class AdaptiveEuler:
         if self.grow_on_jumps and unchecked is not None:
             smooth = smooth | unchecked
         grow = accept & (dout < self.calm * self.max_dout) & smooth
-        reject = ~accept if running is None else running & ~accept
-        last = torch.where(reject & small, dgrad, torch.full_like(dgrad, math.inf))
-        return Verdict(accept, grow, reject, last)
+        return Verdict(accept, grow, running, small, dgrad)
 
     def next_dt(self, dt: Tensor, verdict: Verdict) -> Tensor:
         """dt × ``grow`` where the step grows, ÷ ``shrink`` where it was rejected."""
