@@ -266,8 +266,10 @@ def train_gradient_flow(net: HiddenLayerNet, x: torch.Tensor, y: torch.Tensor, a
     fitted); with it the same runs go 2-3× further in time per step, and t*, Λ* move by < 2 % (integration error).
     A trial stops when
     its fitted fraction #{y F ≥ 1}/p reaches ``stop_fraction`` (1: zero hinge loss, the paper's rule) or
-    after ``max_steps`` iterations (recorded in ``stopped``). Raises :class:`Diverged` on NaN/inf. Under a
-    :mod:`~repdyn.nn.checkpoint` checkpointer it saves its whole state every few minutes and resumes bit for bit.
+    after ``max_steps`` iterations (recorded in ``stopped``). Raises :class:`~repdyn.nn.divergence.Diverged` on
+    NaN/inf. The decisions and dt updates are :class:`repdyn.nn.driver.AdaptiveEuler`'s; the loop is run by
+    :func:`repdyn.nn.driver.drive` (checkpoints: under a :mod:`~repdyn.nn.checkpoint` checkpointer it saves its whole
+    state every few minutes and resumes bit for bit; progress; the divergence check).
 
     Trials that have stopped are dropped from the computation (at a look, once at most half of the integrated
     trials still run), so one slow trial does not make the others' zero steps cost full price.
