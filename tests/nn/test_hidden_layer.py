@@ -141,10 +141,11 @@ def test_bad_input() -> None:
         train_gradient_flow(net, x, y, alpha=1.0, stop_fraction=0.0)
 
 
-@pytest.mark.parametrize("stop_at", [50, 400])
-def test_an_interrupted_flow_resumes_from_its_checkpoint_bit_identical(tmp_path, stop_at) -> None:
-    """Killed before or after stopped trials were dropped from the batch, the integrator resumes from its
-    checkpoint and ends where an uninterrupted run ends, bit for bit."""
+@pytest.mark.parametrize(("stop_at", "sync_every"), [(50, 1), (400, 1), (402, 4)])
+def test_an_interrupted_flow_resumes_from_its_checkpoint_bit_identical(tmp_path, stop_at, sync_every) -> None:
+    """Killed before or after stopped trials were dropped from the batch (with the host looking every step, or
+    between two looks), the integrator resumes from its checkpoint and ends where an uninterrupted run ends, bit for
+    bit."""
     from interrupt import Killed, kill_at
     from repdyn.nn.checkpoint import Checkpointer, checkpointing
     from repdyn.nn.progress import reporting
@@ -152,7 +153,8 @@ def test_an_interrupted_flow_resumes_from_its_checkpoint_bit_identical(tmp_path,
     gen = torch.Generator().manual_seed(1)
     x, y = sample_manifold("cylinder", 150, 3, gen, batch=(4,))
     net0 = init_hidden_layer(4, 20, 3, gen)
-    kwargs = {"d_parallel": 2, "max_dgrad": 1e-2, "stop_fraction": 0.15, "max_steps": 800, "trace_neurons": 2}
+    kwargs = {"d_parallel": 2, "max_dgrad": 1e-2, "stop_fraction": 0.15, "max_steps": 800, "trace_neurons": 2,
+              "sync_every": sync_every}
     reference = train_gradient_flow(net0, x, y, 1e-4, **kwargs)
     path = tmp_path / "run.ckpt"
     with checkpointing(Checkpointer(path, every=0.0)), reporting(kill_at(stop_at)), pytest.raises(Killed):

@@ -22,6 +22,7 @@ integrates a gradient flow with it.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
@@ -82,13 +83,15 @@ class StepRule(Protocol, Generic[R]):
         """Put back what :meth:`final` saved (a resumed run that had finished this loop)."""
 
 
-def drive(rule: StepRule[R], steps: int, *, sync_every: int = 1, capped: bool = False) -> R:
+def drive(rule: StepRule[R], steps: int, *, sync_every: int = 1, capped: bool = False, inference: bool = False) -> R:
     """Run ``rule`` for at most ``steps`` steps and return its result.
 
     The host looks every ``sync_every`` steps (and after the last one): it raises :class:`Diverged` if a watched
     value is not finite, stops if the rule is done, then lets the rule act on the look (:meth:`StepRule.look`).
     ``capped``: ``steps`` is only a cap (the rule usually stops earlier), which progress listeners are told
-    (:class:`~repdyn.nn.progress.Cap`).
+    (:class:`~repdyn.nn.progress.Cap`). ``inference``: the steps and looks run in :func:`torch.inference_mode` (the
+    same kernels without autograd's bookkeeping, most of the cost of a step made of small operations); the rule's
+    state is loaded and its result built outside it, so the tensors it returns are ordinary ones.
     """
     if steps < 0 or sync_every < 1:
         raise ValueError(f"steps={steps} must be >= 0 and sync_every={sync_every} >= 1")
@@ -106,16 +109,17 @@ def drive(rule: StepRule[R], steps: int, *, sync_every: int = 1, capped: bool = 
         first = saved["step"]
     total = Cap(steps) if capped else steps
     step = first
-    while step < steps:
-        if step % sync_every == 0:
-            _check(rule, step)
-            if rule.done():
-                break
-            rule.look(step)
-        if checkpoints is not None and step > first and checkpoints.due():
-            checkpoints.save(slot, {"format": FORMAT, "step": step, "state": rule.state()})
-        report(step, total, rule.step(step))
-        step += 1
+    with torch.inference_mode() if inference else contextlib.nullcontext():
+        while step < steps:
+            if step % sync_every == 0:
+                _check(rule, step)
+                if rule.done():
+                    break
+                rule.look(step)
+            if checkpoints is not None and step > first and checkpoints.due():
+                checkpoints.save(slot, {"format": FORMAT, "step": step, "state": rule.state()})
+            report(step, total, rule.step(step))
+            step += 1
     _check(rule, step)
     result = rule.result(step)
     if checkpoints is not None and checkpoints.due():
@@ -180,14 +184,31 @@ class Divergence:
         self.everyone = bool(self.alive.all())
 
 
-@dataclass(frozen=True)
 class Verdict:
-    """The controller's decision for each trial of a batch (bool tensors)."""
+    """The controller's decision for each trial of a batch (bool tensors): ``accept``, ``grow``, ``reject``, and
+    ``last_rejected``, the dgrad of each trial's rejection (∞: not rejected for dgrad). ``reject`` and
+    ``last_rejected`` are computed when first read, from the tensors :meth:`AdaptiveEuler.decide` was given (which the
+    caller leaves as they are): a step whose every trial accepts needs neither."""
 
-    accept: Tensor
-    grow: Tensor
-    reject: Tensor
-    last_rejected: Tensor
+    __slots__ = ("_dgrad", "_last", "_reject", "_running", "_small", "accept", "grow")
+
+    def __init__(self, accept: Tensor, grow: Tensor, running: Tensor | None, small: Tensor, dgrad: Tensor) -> None:
+        self.accept, self.grow = accept, grow
+        self._running, self._small, self._dgrad = running, small, dgrad
+        self._reject: Tensor | None = None
+        self._last: Tensor | None = None
+
+    @property
+    def reject(self) -> Tensor:
+        if self._reject is None:
+            self._reject = ~self.accept if self._running is None else self._running & ~self.accept
+        return self._reject
+
+    @property
+    def last_rejected(self) -> Tensor:
+        if self._last is None:
+            self._last = torch.where(self.reject & self._small, self._dgrad, torch.full_like(self._dgrad, math.inf))
+        return self._last
 
 
 @dataclass(frozen=True)
@@ -217,20 +238,21 @@ class AdaptiveEuler:
         if not (self.max_dgrad > 0 and self.max_dout > 0):
             raise ValueError(f"max_dgrad={self.max_dgrad}, max_dout={self.max_dout} must both be > 0")
 
-    def decide(self, dgrad: Tensor, dout: Tensor, running: Tensor | None, last_rejected: Tensor,
+    def decide(self, dgrad: Tensor, dout: Tensor, running: Tensor | None, last_rejected: Tensor | None,
                margin_event: Tensor | None = None, dgrad_free: Tensor | None = None) -> Verdict:
         """Accept, grow and reject per trial, and the dgrad of each trial's rejection (∞: not rejected for dgrad).
 
         ``running`` (None: every trial runs) masks stopped trials, which neither accept nor reject;
-        ``last_rejected`` is the previous verdict's (∞ where none); ``dgrad_free`` marks the trials whose dt is
-        below the dgrad-free limit."""
+        ``last_rejected`` is the previous verdict's (None: no trial's previous step was rejected); ``dgrad_free``
+        marks the trials whose dt is below the dgrad-free limit."""
         small = dout < self.max_dout
         ran_small = small if running is None else running & small
         unchecked = None
         if self.jumps:
-            event = (dgrad > 0.1 * last_rejected) if margin_event is None else (
+            event = margin_event if last_rejected is None else (
+                (dgrad > 0.1 * last_rejected) if margin_event is None else
                 (dgrad > 0.1 * last_rejected) | margin_event)
-            unchecked = ran_small & event
+            unchecked = None if event is None else ran_small & event
         if dgrad_free is not None:
             unchecked = dgrad_free if unchecked is None else unchecked | dgrad_free
         passes = dgrad < self.max_dgrad if unchecked is None else (dgrad < self.max_dgrad) | unchecked
@@ -239,9 +261,7 @@ class AdaptiveEuler:
         if self.grow_on_jumps and unchecked is not None:
             smooth = smooth | unchecked
         grow = accept & (dout < self.calm * self.max_dout) & smooth
-        reject = ~accept if running is None else running & ~accept
-        last = torch.where(reject & small, dgrad, torch.full_like(dgrad, math.inf))
-        return Verdict(accept, grow, reject, last)
+        return Verdict(accept, grow, running, small, dgrad)
 
     def next_dt(self, dt: Tensor, verdict: Verdict) -> Tensor:
         """dt × ``grow`` where the step grows, ÷ ``shrink`` where it was rejected."""

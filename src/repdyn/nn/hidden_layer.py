@@ -19,9 +19,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from repdyn.nn import checkpoint
-from repdyn.nn.divergence import Diverged
-from repdyn.nn.progress import Cap, report
+from repdyn.nn.driver import AdaptiveEuler, drive
 from repdyn.theory.compression import amplification
 
 SQRT2 = math.sqrt(2.0)
@@ -230,11 +228,6 @@ class _Records:
         return torch.cat(self.blocks, dim=-1) if len(self.blocks) > 1 else self.blocks[0].clone()
 
 
-def _check(finite: torch.Tensor, step: int) -> None:
-    if not bool(finite):
-        raise Diverged(step, "network output")
-
-
 def stack_params(net: HiddenLayerNet) -> torch.Tensor:
     """Every neuron's parameters as one (S, h, d + 2) tensor (ω, b, β): the integrator's θ and the layout of its
     traced neurons."""
@@ -273,8 +266,10 @@ def train_gradient_flow(net: HiddenLayerNet, x: torch.Tensor, y: torch.Tensor, a
     fitted); with it the same runs go 2-3× further in time per step, and t*, Λ* move by < 2 % (integration error).
     A trial stops when
     its fitted fraction #{y F ≥ 1}/p reaches ``stop_fraction`` (1: zero hinge loss, the paper's rule) or
-    after ``max_steps`` iterations (recorded in ``stopped``). Raises :class:`Diverged` on NaN/inf. Under a
-    :mod:`~repdyn.nn.checkpoint` checkpointer it saves its whole state every few minutes and resumes bit for bit.
+    after ``max_steps`` iterations (recorded in ``stopped``). Raises :class:`~repdyn.nn.divergence.Diverged` on
+    NaN/inf. The decisions and dt updates are :class:`repdyn.nn.driver.AdaptiveEuler`'s; the loop is run by
+    :func:`repdyn.nn.driver.drive` (checkpoints: under a :mod:`~repdyn.nn.checkpoint` checkpointer it saves its whole
+    state every few minutes and resumes bit for bit; progress; the divergence check).
 
     Trials that have stopped are dropped from the computation (at a look, once at most half of the integrated
     trials still run), so one slow trial does not make the others' zero steps cost full price.
@@ -302,162 +297,192 @@ def train_gradient_flow(net: HiddenLayerNet, x: torch.Tensor, y: torch.Tensor, a
         raise ValueError(f"sync_every={sync_every} must be >= 1 and record_every={record_every} >= 0")
     if record_every == 0 and trace_neurons:
         raise ValueError("trace_neurons needs the per-step records (record_every >= 1)")
-    n_trials, h = x.shape[0], net.w.shape[1]
     if dgrad_free_dt is None:
-        dgrad_free_dt = h * math.sqrt(net.w.shape[2] / 2) / 160
-    y = y.to(x.dtype)
-    ws = _Workspace(x, y, alpha, h)
-    theta = stack_params(net).to(x.dtype)
-    f0, *_ = ws.direction(theta)
-    ws.f0 = f0.clone()
-    out, grad, margins, active = ws.direction(theta)
-    dt = torch.ones(n_trials, dtype=torch.float64, device=x.device)
-    t = torch.zeros_like(dt)
-    t_star = torch.full_like(dt, math.nan)
-    lam = amplification(theta[..., :-2], d_parallel)
-    lam_star, lam_max = torch.full_like(lam, math.nan), lam.clone()
-    at_t_star = theta.clone()
-    fitted = (margins >= 1).to(x.dtype).mean(dim=1)
-    running = fitted < stop_fraction
-    finite = torch.ones((), dtype=torch.bool, device=x.device)
-    records = _Records(n_trials, x.dtype, x.device)
-    neurons: list[torch.Tensor] = []
-    idx = torch.arange(n_trials, device=x.device)  # the trials still integrated (compaction drops stopped ones)
-    frozen_neurons = theta[:, :trace_neurons].clone()
+        dgrad_free_dt = net.w.shape[1] * math.sqrt(net.w.shape[2] / 2) / 160
+    control = AdaptiveEuler(max_dgrad, max_dout, grow_on_jumps=grow_on_jumps)
+    rule = _Flow(net, x, y, alpha, d_parallel, control, dgrad_free_dt, stop_fraction, trace_neurons, record_every,
+                 host=sync_every == 1)
+    return drive(rule, max_steps, sync_every=sync_every, capped=True, inference=True)
 
-    def record() -> None:
-        if not record_every:
+
+class _Flow:
+    """The step rule of :func:`train_gradient_flow`: a step is one tentative Euler step of every integrated trial,
+    judged by the controller; a look drops the stopped trials from the batch once at most half of them still run.
+
+    State: θ, its gradient, ‖g‖, f̃, margins and active set of the accepted point, per trial dt, t, t*, Λ, Λ*, Λ_max,
+    θ(t*), fitted fraction, running flag and the dgrad of its last rejection, for the trials ``idx`` still
+    integrated; ``full`` holds every trial's values as they were when it was dropped."""
+
+    what = "network output"
+
+    def __init__(self, net: HiddenLayerNet, x: torch.Tensor, y: torch.Tensor, alpha: float, d_parallel: int,
+                 control: AdaptiveEuler, dgrad_free_dt: float, stop_fraction: float, trace_neurons: int,
+                 record_every: int, host: bool) -> None:
+        n_trials, h = x.shape[0], net.w.shape[1]
+        self.alpha, self.d_parallel, self.control, self.dgrad_free_dt = alpha, d_parallel, control, dgrad_free_dt
+        self.stop_fraction, self.trace_neurons, self.record_every, self.host = (stop_fraction, trace_neurons,
+                                                                                record_every, host)
+        self.dtype = x.dtype
+        ws = _Workspace(x, y.to(x.dtype), alpha, h)
+        theta = stack_params(net).to(x.dtype)
+        f0, *_ = ws.direction(theta)
+        ws.f0 = f0.clone()
+        self.f0, self.ws = f0, ws
+        self.theta = theta
+        self.out, self.grad, self.margins, self.active = ws.direction(theta)
+        self.dt = torch.ones(n_trials, dtype=torch.float64, device=x.device)
+        self.t = torch.zeros_like(self.dt)
+        self.t_star = torch.full_like(self.dt, math.nan)
+        self.lam = amplification(theta[..., :-2], d_parallel)
+        self.lam_star, self.lam_max = torch.full_like(self.lam, math.nan), self.lam.clone()
+        self.at_t_star = theta.clone()
+        self.fitted = (self.margins >= 1).to(x.dtype).mean(dim=1)
+        self.running = self.fitted < stop_fraction
+        self.is_finite = torch.ones((), dtype=torch.bool, device=x.device)
+        self.records = _Records(n_trials, x.dtype, x.device)
+        self.neurons: list[torch.Tensor] = []
+        self.idx = torch.arange(n_trials, device=x.device)  # the trials still integrated
+        self.frozen_neurons = theta[:, :trace_neurons].clone()
+        self.record()
+        self.last_rejected: torch.Tensor | None = None  # the dgrad of each trial's last rejection (None: no trial's)
+        self.full = [v.clone() for v in self._state()]
+        self._derived()
+
+    def _derived(self) -> None:
+        """What follows from the state: ‖g‖ of the accepted gradient (kept across steps), whether some trial has no
+        t* yet, whether every integrated trial runs (known at a look on the host)."""
+        self.gnorm = torch.linalg.vector_norm(self.grad.flatten(1), dim=1)
+        self.waiting = not self.host or bool(torch.isnan(self.t_star).any())
+        self.all_running = False
+
+    def _state(self) -> tuple[torch.Tensor, ...]:
+        last_rejected = torch.full_like(self.lam, math.inf) if self.last_rejected is None else self.last_rejected
+        return (self.theta, self.grad, self.out, self.dt, self.t, self.t_star, self.lam, self.lam_star, self.lam_max,
+                self.at_t_star, self.fitted, self.running, last_rejected)
+
+    def record(self) -> None:
+        if not self.record_every:
             return
-        records.add(t, lam, fitted, margin_hinge_loss(margins, alpha) * alpha, dt)
-        if trace_neurons:
-            neurons.append(frozen_neurons.index_copy(0, idx, theta[:, :trace_neurons]))
+        self.records.add(self.t, self.lam, self.fitted, margin_hinge_loss(self.margins, self.alpha) * self.alpha,
+                         self.dt)
+        if self.trace_neurons:
+            self.neurons.append(self.frozen_neurons.index_copy(0, self.idx, self.theta[:, :self.trace_neurons]))
 
-    steps = 0
-    record()
-    inf = torch.full_like(lam, math.inf)
-    last_rejected = inf  # the dgrad of each trial's last rejected step (∞: none)
-    full = [v.clone() for v in (theta, grad, out, dt, t, t_star, lam, lam_star, lam_max, at_t_star, fitted, running,
-                                last_rejected)]
-    checkpoints = checkpoint.current()
-    slot = checkpoints.next_loop() if checkpoints is not None else -1
-    saved = checkpoints.load(slot) if checkpoints is not None else None
-    if saved is not None and "result" in saved:  # this loop finished before the run was interrupted
-        return saved["result"]
-    resumed_at = 0
-    if saved is not None:
-        resumed_at = steps = saved["steps"]
-        idx, finite, frozen_neurons, full = (saved[k] for k in ("idx", "finite", "frozen_neurons", "full"))
-        records.restore(saved["records"], idx)
-        neurons[:] = saved["neurons"]
-        (theta, grad, out, margins, dt, t, t_star, lam, lam_star, lam_max, at_t_star, fitted, running,
-         last_rejected) = saved["state"]
-        y, inf, ws = y[idx], inf[idx], ws.subset(idx)
-        active = margins < 1  # what the direction returned with these margins
-    gnorm = torch.linalg.vector_norm(grad.flatten(1), dim=1)  # ‖g‖ of the accepted gradient, kept across steps
-    cap = Cap(max_steps)
-    host = sync_every == 1  # the host looks at every step: branching on the state costs no extra wait
-    all_running = False  # every integrated trial runs (known at a look on the host)
-    waiting = not host or bool(torch.isnan(t_star).any())  # some trial has no t* yet
-    # inference mode: the same kernels without autograd's bookkeeping, which is most of the cost of the step
-    # control's small (S,) operations; every tensor that leaves the loop is copied out of it below
-    with torch.inference_mode():
-        while steps < max_steps:
-            if steps % sync_every == 0:
-                _check(finite, steps)
-                n_running = int(running.sum())
-                if n_running == 0:
-                    break
-                all_running = host and n_running == idx.numel()
-                if n_running <= idx.numel() // 2:  # compact: integrate only the running trials from here on
-                    state = (theta, grad, out, dt, t, t_star, lam, lam_star, lam_max, at_t_star, fitted, running,
-                             last_rejected)
-                    for holder, value in zip(full, state, strict=True):
-                        holder.index_copy_(0, idx, value)
-                    if record_every:
-                        records.freeze(t, lam, fitted, margin_hinge_loss(margins, alpha) * alpha, dt)
-                    if trace_neurons:
-                        frozen_neurons = frozen_neurons.index_copy(0, idx, theta[:, :trace_neurons])
-                    keep = running.nonzero().squeeze(1)
-                    idx, y, inf, ws = idx[keep], y[keep], inf[keep], ws.subset(keep)
-                    records.compact(idx)
-                    (theta, grad, out, margins, dt, t, t_star, lam, lam_star, lam_max, at_t_star, fitted, running,
-                     last_rejected) = (v[keep] for v in (*state[:3], margins, *state[3:]))
-                    gnorm, active = gnorm[keep], active[keep]
-                    all_running = host
-            if checkpoints is not None and steps > resumed_at and checkpoints.due():
-                checkpoints.save(slot, {
-                    "steps": steps, "idx": idx, "finite": finite, "frozen_neurons": frozen_neurons,
-                    "records": records.state(), "neurons": list(neurons), "full": [v.clone() for v in full],
-                    "state": tuple(v.clone() for v in (theta, grad, out, margins, dt, t, t_star, lam, lam_star,
-                                                       lam_max, at_t_star, fitted, running, last_rejected))})
-            report(steps, cap)
-            steps += 1
-            trial = torch.addcmul(theta, (dt if all_running else dt * running).to(x.dtype)[:, None, None], grad)
-            out_new, grad_new, margins_new, active_new = ws.direction(trial)
-            dout = (out_new - out).abs().amax(dim=1) * alpha
-            gnn = grad_new.flatten(1)
-            gnorm_new = torch.linalg.vector_norm(gnn, dim=1)
-            norms = gnorm * gnorm_new
-            dgrad = torch.where(norms > 0, (grad.flatten(1) - gnn).pow(2).sum(dim=1) / norms.clamp_min(1e-300), 0.0)
-            margin_event = (active_new != active).any(dim=1)
-            small = dout < max_dout
-            ran_small = small if all_running else running & small
-            # a jump: a margin event, or dgrad not 10× below the last rejection's (none if no trial was rejected)
-            event = margin_event if last_rejected is inf else (dgrad > 0.1 * last_rejected) | margin_event
-            unchecked = (ran_small & event) | (dt < dgrad_free_dt)  # accepted without the dgrad test
-            accept = ran_small & ((dgrad < max_dgrad) | unchecked)
-            smooth = dgrad < 0.5 * max_dgrad
-            if grow_on_jumps:
-                smooth = smooth | unchecked
-            calm = (dout < 0.5 * max_dout) & smooth
-            if host and bool(accept.all()):  # the selects below would copy the new state: skipped (same bits)
-                grow = calm
-                last_rejected = inf  # dout < max_dout < ∞ for every trial, so finite stays as it is
-                theta, grad, gnorm, out, margins, active = trial, grad_new, gnorm_new, out_new, margins_new, active_new
-                t = t + dt
-                dt = torch.where(grow, dt * 1.1, dt)
-                lam = amplification(theta[..., :-2], d_parallel)
-                lam_max = torch.maximum(lam_max, lam)
-            else:
-                finite = finite & (dout < math.inf).all()  # NaN or ±inf in out_new (out: accepted or f̃(0))
-                grow = accept & calm
-                reject = running & ~accept
-                last_rejected = torch.where(reject & small, dgrad, inf)
-                sel = accept[:, None, None]
-                theta = torch.where(sel, trial, theta)
-                grad = torch.where(sel, grad_new, grad)
-                gnorm = torch.where(accept, gnorm_new, gnorm)
-                out = torch.where(accept[:, None], out_new, out)
-                margins = torch.where(accept[:, None], margins_new, margins)
-                active = torch.where(accept[:, None], active_new, active)
-                t = torch.where(accept, t + dt, t)
-                dt = torch.where(grow, dt * 1.1, torch.where(reject, dt / 10, dt))
-                lam = amplification(theta[..., :-2], d_parallel)
-                lam_max = torch.where(accept, torch.maximum(lam_max, lam), lam_max)
-            fitted = (margins >= 1).to(x.dtype).mean(dim=1)
-            if waiting:  # some trial has no t* yet
-                first = accept & torch.isnan(t_star) & (fitted > 0.1)
-                if not host or bool(first.any()):
-                    t_star = torch.where(first, t, t_star)
-                    lam_star = torch.where(first, lam, lam_star)
-                    at_t_star = torch.where(first[:, None, None], theta, at_t_star)
-                    waiting = not host or bool(torch.isnan(t_star).any())
-            running = fitted < stop_fraction if all_running else running & (fitted < stop_fraction)
-            if record_every and steps % record_every == 0:
-                record()
-    _check(finite, steps)
-    if record_every and steps % record_every != 0:
-        record()
-    for holder, value in zip(full, (theta, grad, out, dt, t, t_star, lam, lam_star, lam_max, at_t_star, fitted,
-                                    running, last_rejected), strict=True):
-        holder.index_copy_(0, idx, value)
-    theta, t, t_star, lam_star, lam_max, at_t_star, running = (full[i] for i in (0, 4, 5, 7, 8, 9, 11))
-    history = (dict(zip(("t", "amplification", "fitted", "loss", "dt"), records.stacked(), strict=True))
-               if record_every else {})
-    if trace_neurons:
-        history["neurons"] = torch.stack(neurons, dim=1)
-    result = FlowResult(_unstack_params(theta), f0, t, t_star, lam_star, lam_max, _unstack_params(at_t_star),
-                        ~running, steps, history)
-    if checkpoints is not None and checkpoints.due():
-        checkpoints.save(slot, {"result": result})
-    return result
+    def step(self, step: int) -> None:
+        control, dt, running, all_running = self.control, self.dt, self.running, self.all_running
+        theta, grad, out = self.theta, self.grad, self.out
+        trial = torch.addcmul(theta, (dt if all_running else dt * running).to(self.dtype)[:, None, None], grad)
+        out_new, grad_new, margins_new, active_new = self.ws.direction(trial)
+        dout = (out_new - out).abs().amax(dim=1) * self.alpha
+        gnn = grad_new.flatten(1)
+        gnorm_new = torch.linalg.vector_norm(gnn, dim=1)
+        norms = self.gnorm * gnorm_new
+        dgrad = torch.where(norms > 0, (grad.flatten(1) - gnn).pow(2).sum(dim=1) / norms.clamp_min(1e-300), 0.0)
+        margin_event = (active_new != self.active).any(dim=1)
+        verdict = control.decide(dgrad, dout, None if all_running else running, self.last_rejected, margin_event,
+                                 dt < self.dgrad_free_dt)
+        accept = verdict.accept
+        if self.host and bool(accept.all()):  # the selects below would copy the new state: skipped (same bits)
+            # dout < max_dout < ∞ for every trial, so finite stays as it is
+            self.last_rejected = None
+            theta, self.grad, self.gnorm, self.out, margins, self.active = (trial, grad_new, gnorm_new, out_new,
+                                                                             margins_new, active_new)
+            t = self.t = self.t + dt
+            self.dt = torch.where(verdict.grow, dt * control.grow, dt)
+            lam = amplification(theta[..., :-2], self.d_parallel)
+            self.lam_max = torch.maximum(self.lam_max, lam)
+        else:
+            self.is_finite = self.is_finite & (dout < math.inf).all()  # NaN or ±inf in out_new (out: accepted or f̃(0))
+            self.last_rejected = verdict.last_rejected
+            sel = accept[:, None, None]
+            theta = torch.where(sel, trial, theta)
+            self.grad = torch.where(sel, grad_new, grad)
+            self.gnorm = torch.where(accept, gnorm_new, self.gnorm)
+            self.out = torch.where(accept[:, None], out_new, out)
+            margins = torch.where(accept[:, None], margins_new, self.margins)
+            self.active = torch.where(accept[:, None], active_new, self.active)
+            t = self.t = torch.where(accept, self.t + dt, self.t)
+            self.dt = control.next_dt(dt, verdict)
+            lam = amplification(theta[..., :-2], self.d_parallel)
+            self.lam_max = torch.where(accept, torch.maximum(self.lam_max, lam), self.lam_max)
+        self.theta, self.margins, self.lam = theta, margins, lam
+        fitted = self.fitted = (margins >= 1).to(self.dtype).mean(dim=1)
+        if self.waiting:  # some trial has no t* yet
+            first = accept & torch.isnan(self.t_star) & (fitted > 0.1)
+            if not self.host or bool(first.any()):
+                self.t_star = torch.where(first, t, self.t_star)
+                self.lam_star = torch.where(first, lam, self.lam_star)
+                self.at_t_star = torch.where(first[:, None, None], theta, self.at_t_star)
+                self.waiting = not self.host or bool(torch.isnan(self.t_star).any())
+        stop = fitted < self.stop_fraction
+        self.running = stop if all_running else running & stop
+        if self.record_every and (step + 1) % self.record_every == 0:
+            self.record()
+
+    def finite(self) -> torch.Tensor:
+        return self.is_finite
+
+    def first_bad_step(self, step: int) -> int:
+        return step
+
+    def done(self) -> bool:
+        self.n_running = int(self.running.sum())
+        return self.n_running == 0
+
+    def look(self, step: int) -> None:
+        integrated = self.idx.numel()
+        self.all_running = self.host and self.n_running == integrated
+        if self.n_running <= integrated // 2:  # compact: integrate only the running trials from here on
+            for holder, value in zip(self.full, self._state(), strict=True):
+                holder.index_copy_(0, self.idx, value)
+            if self.record_every:
+                self.records.freeze(self.t, self.lam, self.fitted,
+                                    margin_hinge_loss(self.margins, self.alpha) * self.alpha, self.dt)
+            if self.trace_neurons:
+                self.frozen_neurons = self.frozen_neurons.index_copy(0, self.idx,
+                                                                     self.theta[:, :self.trace_neurons])
+            keep = self.running.nonzero().squeeze(1)
+            self.idx, self.ws = self.idx[keep], self.ws.subset(keep)
+            self.records.compact(self.idx)
+            (self.theta, self.grad, self.out, self.margins, self.dt, self.t, self.t_star, self.lam, self.lam_star,
+             self.lam_max, self.at_t_star, self.fitted, self.running, self.last_rejected, self.gnorm,
+             self.active) = (v[keep] for v in (self.theta, self.grad, self.out, self.margins, *self._state()[3:],
+                                               self.gnorm, self.active))
+            self.all_running = self.host
+
+    def state(self) -> dict:
+        return {"idx": self.idx, "finite": self.is_finite, "frozen_neurons": self.frozen_neurons,
+                "records": self.records.state(), "neurons": list(self.neurons), "full": [v.clone() for v in self.full],
+                "state": tuple(v.clone() for v in (self.theta, self.grad, self.out, self.margins,
+                                                   *self._state()[3:]))}
+
+    def load(self, state: dict) -> None:
+        self.idx, self.is_finite, self.frozen_neurons, self.full = (state[k] for k in ("idx", "finite",
+                                                                                     "frozen_neurons", "full"))
+        self.records.restore(state["records"], self.idx)
+        self.neurons[:] = state["neurons"]
+        (self.theta, self.grad, self.out, self.margins, self.dt, self.t, self.t_star, self.lam, self.lam_star,
+         self.lam_max, self.at_t_star, self.fitted, self.running, self.last_rejected) = state["state"]
+        self.ws = self.ws.subset(self.idx)
+        self.active = self.margins < 1  # what the direction returned with these margins
+        self._derived()
+
+    def result(self, steps: int) -> FlowResult:
+        """The FlowResult after ``steps`` steps, outside inference mode."""
+        if self.record_every and steps % self.record_every != 0:
+            self.record()
+        for holder, value in zip(self.full, self._state(), strict=True):
+            holder.index_copy_(0, self.idx, value)
+        theta, t, t_star, lam_star, lam_max, at_t_star, running = (self.full[i] for i in (0, 4, 5, 7, 8, 9, 11))
+        history = (dict(zip(("t", "amplification", "fitted", "loss", "dt"), self.records.stacked(), strict=True))
+                   if self.record_every else {})
+        if self.trace_neurons:
+            history["neurons"] = torch.stack(self.neurons, dim=1)
+        return FlowResult(_unstack_params(theta), self.f0, t, t_star, lam_star, lam_max, _unstack_params(at_t_star),
+                          ~running, steps, history)
+
+    def final(self) -> dict:
+        return {}  # the input network is not modified
+
+    def restore(self, final: dict) -> None:
+        pass
