@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from repdyn.nn.driver import AdaptiveEuler, drive
+from repdyn.nn.losses import hinge_of_margins
 from repdyn.theory.compression import amplification
 
 SQRT2 = math.sqrt(2.0)
@@ -83,7 +84,7 @@ def hinge_loss(f_centered: torch.Tensor, y: torch.Tensor, alpha: float) -> torch
 
 def margin_hinge_loss(margins: torch.Tensor, alpha: float) -> torch.Tensor:
     """:func:`hinge_loss` from the margins α y f̃ (the integrator has them already)."""
-    return (1 - margins).clamp_min(0).mean(dim=-1) / alpha
+    return hinge_of_margins(margins).mean(dim=-1) / alpha
 
 
 def hinge_descent_direction(net: HiddenLayerNet, x: torch.Tensor, y: torch.Tensor, f0: torch.Tensor,

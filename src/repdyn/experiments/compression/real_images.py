@@ -31,6 +31,7 @@ from repdyn.framework.base import Analysis, Experiment, RunResult, RunSpec
 from repdyn.framework.claims import ClaimSpec, Measured, Precondition, at_least, at_most
 from repdyn.framework.config import ConfigError, check_data_folder, param
 from repdyn.nn.driver import AdaptiveEuler, drive
+from repdyn.nn.losses import hinge_of_margins, softplus_hinge
 from repdyn.nn.mnas_cnn import MnasCNN
 from repdyn.probes.intrinsic_dimension import curve_fraction, two_nn
 from repdyn.probes.ntk import empirical_ntk_with_gram
@@ -168,7 +169,7 @@ def _pca_entries(prefix: str, gram: torch.Tensor, y: torch.Tensor, n_modes: int)
 
 def softhinge(margins: torch.Tensor, alpha: float) -> torch.Tensor:
     """The authors' MNIST loss (spec 003 §2.13): mean of (1/(3α)) log(1 + e^{3(1 − z)}), z = y α f̃."""
-    return F.softplus(3.0 * (1.0 - margins)).mean() / (3.0 * alpha)
+    return softplus_hinge(margins, 3.0).mean() / (3.0 * alpha)
 
 
 class _AdamFit:
@@ -185,7 +186,7 @@ class _AdamFit:
 
     def forward(self) -> None:
         self.margins = self.y * self.alpha * (self.model(self.x) - self.f0)
-        self.loss = torch.relu(1 - self.margins).mean() / self.alpha
+        self.loss = hinge_of_margins(self.margins).mean() / self.alpha
 
     def step(self, step: int) -> torch.Tensor:
         loss = self.loss
