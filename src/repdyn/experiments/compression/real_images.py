@@ -64,7 +64,7 @@ class RealImagesConfig:
     alpha: float = param(2e-3, gt=0, help="output scale α (feature regime)")
     optimiser: str = param("momentum", choices=("momentum", "adam"),
                            help="momentum: the authors' continuous momentum on the softhinge loss with the adaptive "
-                                "step (spec 003 §2.13); adam: full-batch Adam on the hinge loss (former quick scale)")
+                                "step (spec 003 §2.13); adam: full-batch Adam on the hinge loss (the quick and full scales)")
     tau_over_h: float = param(1.0, ge=0, help="momentum time constant τ = tau_over_h · width (0: gradient flow)")
     max_dgrad: float = param(1e-3, gt=0, help="adaptive step: gradient-change threshold (the authors' MNIST run)")
     max_dout: float = param(0.1, gt=0, help="adaptive step: output-change threshold of α f̃")
@@ -229,8 +229,8 @@ class _AdamFit:
 def _fit_cnn_adam(model: MnasCNN, x: torch.Tensor, y: torch.Tensor, alpha: float, lr: float, max_steps: int
                   ) -> tuple[int, bool]:
     """Full-batch Adam on the hinge loss (1/α)·mean(max(0, 1 − y α f̃)) of f̃ = f − f₀ (the centred, α-scaled
-    network of spec 003 §2.1); stops at zero hinge loss. Returns the steps taken and whether it fitted. The former
-    quick-scale optimiser, kept as ``optimiser = "adam"`` for comparison. Run by :func:`repdyn.nn.driver.drive`
+    network of spec 003 §2.1); stops at zero hinge loss. Returns the steps taken and whether it fitted. The
+    optimiser of the quick and full scales (``optimiser = "adam"``). Run by :func:`repdyn.nn.driver.drive`
     (checkpoints, progress, divergence of the loss)."""
     with torch.no_grad():
         f0 = model(x)
