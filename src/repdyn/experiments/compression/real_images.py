@@ -64,7 +64,7 @@ class RealImagesConfig:
     alpha: float = param(2e-3, gt=0, help="output scale α (feature regime)")
     optimiser: str = param("momentum", choices=("momentum", "adam"),
                            help="momentum: the authors' continuous momentum on the softhinge loss with the adaptive "
-                                "step (spec 003 §2.13); adam: full-batch Adam on the hinge loss (the quick and full scales)")
+                                "step (spec 003 §2.13); adam: full-batch Adam on the hinge loss (quick, full)")
     tau_over_h: float = param(1.0, ge=0, help="momentum time constant τ = tau_over_h · width (0: gradient flow)")
     max_dgrad: float = param(1e-3, gt=0, help="adaptive step: gradient-change threshold (the authors' MNIST run)")
     max_dout: float = param(0.1, gt=0, help="adaptive step: output-change threshold of α f̃")
