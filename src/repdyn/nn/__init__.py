@@ -1,9 +1,12 @@
-"""Models, batched ensembles, losses, optimisers, the training loop and its recording callbacks."""
+"""Models, batched ensembles, losses, optimisers, recording callbacks, and the training driver that runs every
+training loop as a step rule (:func:`drive`)."""
 
 from repdyn.nn.divergence import Diverged, check_finite
+from repdyn.nn.driver import AdaptiveEuler, Divergence, StepRule, drive
 from repdyn.nn.ensemble import Ensemble
 from repdyn.nn.mlp import MLP
 from repdyn.nn.recording import Schedule
 from repdyn.nn.training import TrainResult, train
 
-__all__ = ["MLP", "Diverged", "Ensemble", "Schedule", "TrainResult", "check_finite", "train"]
+__all__ = ["MLP", "AdaptiveEuler", "Diverged", "Divergence", "Ensemble", "Schedule", "StepRule", "TrainResult",
+           "check_finite", "drive", "train"]
