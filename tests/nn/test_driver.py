@@ -178,3 +178,31 @@ def test_adaptive_euler_decides_every_trial_as_the_rule_written_out(rule):
 def test_adaptive_euler_refuses_non_positive_thresholds():
     with pytest.raises(ValueError, match="max_dgrad=0"):
         AdaptiveEuler(max_dgrad=0)
+
+
+def test_only_the_driver_handles_checkpoints_progress_and_divergence_of_training_loops():
+    """Checkpoint, progress and divergence handling of the training loops live in nn/driver.py alone: no other module
+    of the library reads the checkpointer, reports progress or raises Diverged (the runtime installs checkpointers
+    and listeners; nn/divergence.py defines Diverged and check_finite, a user's own loop's tool)."""
+    from pathlib import Path
+
+    import repdyn
+
+    root = Path(repdyn.__file__).parent
+    allowed = {
+        "checkpoint.current(": {"nn/driver.py", "nn/checkpoint.py"},
+        "Diverged(": {"nn/driver.py", "nn/divergence.py"},
+        # critical.py's loop shoots exact critical networks, one per (draw, depth): no training, so no driver
+        "report(": {"nn/driver.py", "nn/progress.py", "experiments/leaky_resnet/critical.py"},
+    }
+    found = {key: set() for key in allowed}
+    for path in root.rglob("*.py"):
+        name = path.relative_to(root).as_posix()
+        if name.startswith(("runtime/", "report/", "monitor/", "cli.py")):
+            continue
+        text = path.read_text()
+        for key in allowed:
+            if key in text.replace(f"def {key}", "").replace(f"write_{key}", ""):
+                found[key].add(name)
+    for key, names in found.items():
+        assert names <= allowed[key], (key, names - allowed[key])
