@@ -31,7 +31,7 @@ def load(name: str) -> ModuleType:
 def write(name: str) -> Path:
     torch.set_num_threads(1)
     path = HERE / f"{name}.npz"
-    np.savez(path, **load(name).case())
+    np.savez_compressed(path, **load(name).case())
     return path
 
 
