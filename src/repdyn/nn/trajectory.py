@@ -49,6 +49,13 @@ class Trajectory:
         """T, the number of recorded steps."""
         return len(self.steps)
 
+    def at(self, step: int) -> dict[str, Any]:
+        """Every series at recorded step ``step`` (KeyError if it was not recorded)."""
+        found = np.flatnonzero(np.asarray(self.steps) == step)
+        if not found.size:
+            raise KeyError(f"step {step} was not recorded (recorded: {len(self.steps)} steps)")
+        return {name: values[int(found[0])] for name, values in self.series.items()}
+
     def last(self, name: str) -> Any:
         """The value of series ``name`` at the last recorded step."""
         return self.series[name][-1]
