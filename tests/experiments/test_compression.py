@@ -247,7 +247,7 @@ def test_momentum_flow_descends_the_softhinge_and_is_deterministic() -> None:
         model = _seeded_cnn(1, 4, "cpu")
         with torch.no_grad():
             f0 = model(x)
-        steps, _ = _fit_cnn_momentum(model, x, y, 1e-2, 1.0, 1e-3, 0.1, 40)
+        _fit_cnn_momentum(model, x, y, 1e-2, 1.0, 1e-3, 0.1, 40)
         with torch.no_grad():
             f = model(x)
         assert softhinge(y * 1e-2 * (f - f0), 1e-2) < softhinge(torch.zeros(16), 1e-2)
