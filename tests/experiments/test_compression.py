@@ -54,10 +54,10 @@ def test_plain_step_rule_stalls_and_the_small_step_rule_does_not() -> None:
     kwargs = {"max_dgrad": 1e-2, "stop_fraction": 1.0, "max_steps": 3000}
     plain = train_gradient_flow(net0, x, y, 1e-6, dgrad_free_dt=0.0, **kwargs)
     fixed = train_gradient_flow(net0, x, y, 1e-6, **kwargs)
-    t_plain = plain.history["t"][0]
+    t_plain = plain.trajectory["t"][:, 0]
     assert float(t_plain[-1] - t_plain[-500]) < 1e-6, "the plain rule no longer stalls on this case"
     assert float(fixed.t[0]) > 2 * float(plain.t[0])
-    assert float(fixed.history["fitted"][0, -1]) > 1.5 * float(plain.history["fitted"][0, -1])
+    assert float(fixed.trajectory["fitted"][-1, 0]) > 1.5 * float(plain.trajectory["fitted"][-1, 0])
     assert torch.allclose(fixed.t_star, plain.t_star) and torch.allclose(fixed.lambda_star, plain.lambda_star)
 
 
@@ -78,7 +78,7 @@ def test_buffered_integrator_keeps_the_numbers_of_the_allocating_one() -> None:
                                rtol=1e-9)
     np.testing.assert_allclose(res.lambda_star.numpy(), [4.554182263184992, 15.864588798804705, 14.016383793068508],
                                rtol=1e-9)
-    assert res.history["t"].shape == (3, 501)
+    assert res.trajectory["t"].shape == (501, 3)
     grown = _stripe_flow()  # dt also grows after jumps: further in time, t* and Λ* within 2 %
     assert bool((grown.t > res.t).all()) and float(grown.t.sum()) > 1.3 * float(res.t.sum())
     torch.testing.assert_close(grown.t_star, res.t_star, rtol=2e-2, atol=0)
@@ -154,17 +154,18 @@ def test_stopped_trials_dropped_from_the_batch_keep_their_results() -> None:
     net0 = init_hidden_layer(4, 20, 3, gen)
     kwargs = {"d_parallel": 2, "max_dgrad": 1e-2, "stop_fraction": 0.15, "max_steps": 800, "trace_neurons": 2}
     batch = train_gradient_flow(net0, x, y, 1e-4, **kwargs)
-    assert len(set(batch.history["t"].argmax(dim=1).tolist())) > 1, "the trials should stop at different steps"
+    assert len(set(batch.trajectory["t"].argmax(dim=0).tolist())) > 1, "the trials should stop at different steps"
     for s in range(4):
         one = type(net0)(net0.w[s:s + 1], net0.b[s:s + 1], net0.beta[s:s + 1])
         alone = train_gradient_flow(one, x[s:s + 1], y[s:s + 1], 1e-4, **kwargs)
         for key in ("t", "t_star", "lambda_star", "lambda_max", "stopped"):
             torch.testing.assert_close(getattr(batch, key)[s:s + 1], getattr(alone, key), equal_nan=True)
         torch.testing.assert_close(batch.net.w[s:s + 1], alone.net.w)
-        n = alone.history["t"].shape[1]
-        for key, value in batch.history.items():
-            torch.testing.assert_close(value[s:s + 1, :n], alone.history[key])
-            assert bool((value[s, n - 1:] == value[s, n - 1]).all())
+        n = len(alone.trajectory)
+        for key in batch.trajectory:
+            value = batch.trajectory[key]
+            torch.testing.assert_close(value[:n, s:s + 1], alone.trajectory[key])
+            assert bool((value[n - 1:, s] == value[n - 1, s]).all())
 
 
 def test_learning_curves_need_a_lazy_partner_for_every_network_realisation() -> None:
@@ -246,7 +247,7 @@ def test_momentum_flow_descends_the_softhinge_and_is_deterministic() -> None:
         model = _seeded_cnn(1, 4, "cpu")
         with torch.no_grad():
             f0 = model(x)
-        steps, _ = _fit_cnn_momentum(model, x, y, 1e-2, 1.0, 1e-3, 0.1, 40)
+        _fit_cnn_momentum(model, x, y, 1e-2, 1.0, 1e-3, 0.1, 40)
         with torch.no_grad():
             f = model(x)
         assert softhinge(y * 1e-2 * (f - f0), 1e-2) < softhinge(torch.zeros(16), 1e-2)
@@ -324,7 +325,7 @@ def test_fast_loop_is_bitwise_the_former_one(dtype) -> None:
     for got, want in ((res.t_star, t_star), (res.lambda_star, lam_star), (res.lambda_max, lam_max)):
         assert torch.equal(got.nan_to_num(-1), want.nan_to_num(-1))
     for i, key in enumerate(("t", "amplification", "fitted", "loss", "dt")):
-        assert torch.equal(res.history[key], records[i]), key
+        assert torch.equal(res.trajectory[key], records[i].T), key
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -342,8 +343,9 @@ def test_flow_without_records_keeps_every_number(dtype) -> None:
         runs = [train_gradient_flow(net0, x.to(dtype), y, 1e-2, max_dgrad=1e-2, max_steps=800, stop_fraction=stop,
                                     record_every=every) for every in (1, 0)]
         with_records, without = runs
-        assert without.history == {} and with_records.history["t"].shape[1] == with_records.steps + 1
-        assert without.steps == with_records.steps
+        assert len(without.trajectory) == 0 and not list(without.trajectory)
+        assert len(with_records.trajectory) == with_records.trajectory.stopped_at + 1
+        assert without.trajectory.stopped_at == with_records.trajectory.stopped_at
         if stop < 1:
             assert int(with_records.stopped.sum()) >= 2, "half the trials must stop (the batch is compacted)"
         assert torch.equal(stack_params(without.net), stack_params(with_records.net))
@@ -533,7 +535,7 @@ def test_fitted_fraction_is_the_integrators_count_with_the_margin_tolerance() ->
 
     x, y, _, res = train("stripe", 2, 64, 3, 16, 1e-2, 1e-2, 1.0, 300, generator(0), "cpu", history=True)
     margins = y.double() * 1e-2 * (network_output(res.net, x.double(), 1.0) - res.f0_train.double())
-    np.testing.assert_array_equal((margins >= 1).double().mean(-1).numpy(), res.history["fitted"][:, -1].numpy())
+    np.testing.assert_array_equal((margins >= 1).double().mean(-1).numpy(), res.trajectory["fitted"][-1].numpy())
     got = fitted_fraction(res, x, y, 1e-2, 1.0)
     np.testing.assert_array_equal(got, (margins >= 1 - FIT_TOLERANCE).double().mean(-1).numpy())
     np.testing.assert_array_equal(np.round(got * 64), [39, 22, 39])

@@ -71,8 +71,8 @@ def test_momentum_step_control_on_the_device_changes_no_number(alpha) -> None:
     assert (ref_steps < 160) == (alpha == 10.0)
     for sync in (1, 7, 64):
         model = _seeded_cnn(1, 4, "cpu")
-        steps, fitted = _fit_cnn_momentum(model, x, y, alpha, 1.0, 1e-3, 0.1, 160, sync_every=sync)
-        assert (steps, fitted) == (ref_steps, ref_steps < 160)
+        fit = _fit_cnn_momentum(model, x, y, alpha, 1.0, 1e-3, 0.1, 160, sync_every=sync)
+        assert (fit.trajectory.stopped_at, fit.fitted) == (ref_steps, ref_steps < 160)
         assert torch.equal(torch.nn.utils.parameters_to_vector(model.parameters()).detach(), ref_theta)
     with pytest.raises(ValueError, match="sync_every"):
         _fit_cnn_momentum(_seeded_cnn(1, 4, "cpu"), x, y, alpha, 1.0, 1e-3, 0.1, 5, sync_every=0)
@@ -91,9 +91,9 @@ def test_an_interrupted_fit_resumes_from_its_checkpoint_bit_identical(tmp_path, 
     y = torch.where(torch.arange(8) % 2 == 0, 1.0, -1.0)
 
     def fit(model):
-        if optimiser == "adam":
-            return _fit_cnn_adam(model, x, y, 10.0, 1e-2, 100)
-        return _fit_cnn_momentum(model, x, y, 10.0, 1.0, 1e-3, 0.1, 160, sync_every=7)
+        done = (_fit_cnn_adam(model, x, y, 10.0, 1e-2, 100) if optimiser == "adam" else
+                _fit_cnn_momentum(model, x, y, 10.0, 1.0, 1e-3, 0.1, 160, sync_every=7))
+        return done.trajectory.stopped_at, done.fitted
 
     def weights(model):
         return torch.nn.utils.parameters_to_vector(model.parameters()).detach().numpy().tobytes()

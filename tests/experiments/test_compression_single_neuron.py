@@ -35,8 +35,8 @@ def test_run_past_t_star_keeps_the_records_of_the_run_stopped_at_t_star() -> Non
                                   stop_fraction=T_STAR_FRACTION + 1.5 / cfg.p, max_steps=cfg.max_steps,
                                   trace_neurons=cfg.width)
     assert bool(stopped.stopped[0]), "the smoke run should pass t* within its cap"
-    assert out["t"][-1] == float(stopped.history["t"][0, -1])
-    np.testing.assert_array_equal(out["network"][:, -1], stopped.history["neurons"][0, -1].numpy())
+    assert out["t"][-1] == float(stopped.trajectory["t"][-1, 0])
+    np.testing.assert_array_equal(out["network"][:, -1], stopped.trajectory["neurons"][-1, 0].numpy())
     assert out["run_t"][-1] > out["t"][-1] and out["fitted_end"] > T_STAR_FRACTION + 1.5 / cfg.p
 
 

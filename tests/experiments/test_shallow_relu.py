@@ -34,7 +34,7 @@ def test_kernel_regime_freezes_knots_and_moves_neurons_radially():
     a1, b1, c1 = (p[0] for p in res.params)
     assert np.nanmax(np.abs(sr.knots(a1, b1) - sr.knots(a, b))) == 0.0
     assert np.abs(c1 - c).max() > 1e-3
-    traj = res.trajectory[:, 0]
+    traj = res.tracked["neurons"][:, 0]
     _, theta = sr.to_canonical(traj[..., 0], traj[..., 1], traj[..., 2], 1.0)
     assert np.abs(theta - theta[:1]).max() == 0.0
 

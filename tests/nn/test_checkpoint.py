@@ -13,6 +13,7 @@ import torch
 
 from repdyn.nn.checkpoint import HEADER, Checkpointer, DamagedCheckpoint, read_checkpoint, write_checkpoint
 from repdyn.nn.training import TrainResult
+from repdyn.nn.trajectory import Trajectory
 
 
 class Payload:
@@ -31,7 +32,7 @@ def with_header(body: bytes) -> bytes:
 
 
 def test_a_checkpoint_round_trips_tensors_arrays_and_the_packages_dataclasses(tmp_path):
-    result = TrainResult(steps=np.arange(3), loss=np.ones((3, 2)), diverged_at=np.full(2, -1), stopped_at=2)
+    result = TrainResult(Trajectory(np.arange(3), {"loss": np.ones((3, 2))}, 2), diverged_at=np.full(2, -1))
     state = {"step": 7, "weights": torch.arange(4.0), "rng": torch.get_rng_state(), "result": result,
              "diverged_at": np.array([3, -1]),
              "empty": np.zeros(0), "scalar": np.float32(2.5), "history": {"loss": [0.5, 0.25]}, "pair": (1, 2.5)}
@@ -42,7 +43,8 @@ def test_a_checkpoint_round_trips_tensors_arrays_and_the_packages_dataclasses(tm
     assert torch.equal(loaded["weights"], state["weights"]) and torch.equal(loaded["rng"], state["rng"])
     np.testing.assert_array_equal(loaded["diverged_at"], [3, -1])
     assert loaded["empty"].shape == (0,) and loaded["scalar"] == 2.5 and type(loaded["scalar"]) is np.float32
-    assert isinstance(loaded["result"], TrainResult) and np.array_equal(loaded["result"].loss, np.ones((3, 2)))
+    assert isinstance(loaded["result"], TrainResult)
+    assert np.array_equal(loaded["result"].trajectory["loss"], np.ones((3, 2)))
     assert not list(tmp_path.glob(".tmp-*"))
 
 

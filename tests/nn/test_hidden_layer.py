@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -128,9 +129,10 @@ def test_t_star_and_amplification_are_recorded() -> None:
     assert bool(torch.isfinite(res.t_star).all())
     assert bool((res.t_star <= res.t).all())
     assert bool((res.lambda_max >= res.lambda_star).all())
-    hist = res.history
-    assert hist["t"].shape == hist["amplification"].shape
-    assert float(hist["amplification"][:, 0].sub(1).abs().max()) < 1.0
+    trajectory = res.trajectory
+    assert trajectory["t"].shape == trajectory["amplification"].shape == (len(trajectory), 2)
+    assert trajectory.steps[0] == 0 and trajectory.steps[-1] == trajectory.stopped_at
+    assert float(trajectory["amplification"][0].sub(1).abs().max()) < 1.0
     # t* ~ τ log(1/α): of the order of τ = h √(d/2) times a log, far above τ
     assert bool((res.t_star > math.sqrt(1.5) * 60).all())
 
@@ -162,9 +164,10 @@ def test_an_interrupted_flow_resumes_from_its_checkpoint_bit_identical(tmp_path,
     seen = []
     with checkpointing(Checkpointer(path, every=0.0)), reporting(lambda step, total, loss=None: seen.append(step)):
         resumed = train_gradient_flow(net0, x, y, 1e-4, **kwargs)
-    assert seen[0] == stop_at and resumed.steps == reference.steps
+    assert seen[0] == stop_at and resumed.trajectory.stopped_at == reference.trajectory.stopped_at
     for key in ("t", "t_star", "lambda_star", "lambda_max", "stopped"):
         assert torch.equal(getattr(resumed, key).nan_to_num(-1), getattr(reference, key).nan_to_num(-1)), key
     assert torch.equal(resumed.net.w, reference.net.w) and torch.equal(resumed.at_t_star.w, reference.at_t_star.w)
-    for key, value in reference.history.items():
-        assert torch.equal(resumed.history[key], value), key
+    assert np.array_equal(resumed.trajectory.steps, reference.trajectory.steps)
+    for key in reference.trajectory:
+        assert torch.equal(resumed.trajectory[key], reference.trajectory[key]), key

@@ -88,7 +88,7 @@ def test_an_interrupted_flow_resumes_from_its_checkpoint_bit_identical(tmp_path,
 
     gram, y = _separable(7, trials=3)
     expected = kernel_hinge_flow(gram, y)
-    assert expected.steps > stop_at
+    assert expected.trajectory.stopped_at > stop_at
     path = tmp_path / "run.ckpt"
     with checkpointing(Checkpointer(path, every=0.0)), reporting(kill_at(stop_at)), pytest.raises(Killed):
         kernel_hinge_flow(gram, y)
@@ -96,7 +96,7 @@ def test_an_interrupted_flow_resumes_from_its_checkpoint_bit_identical(tmp_path,
     with checkpointing(Checkpointer(path, every=0.0)), reporting(lambda step, total, loss: steps_seen.append(step)):
         found = kernel_hinge_flow(gram, y)
     assert steps_seen[0] == stop_at
-    assert found.steps == expected.steps
+    assert found.trajectory.stopped_at == expected.trajectory.stopped_at
     for name in ("coefficients", "time", "converged"):
         assert getattr(found, name).numpy().tobytes() == getattr(expected, name).numpy().tobytes(), name
     with checkpointing(Checkpointer(path, every=0.0)):  # a finished flow is read back, not run again

@@ -127,7 +127,8 @@ def test_members_train_independently_and_only_adaptive_steps_move():
     torch.testing.assert_close(both.rho[0], rho_before[0])
     assert not torch.allclose(both.rho[1], rho_before[1])
     assert both.rho[1].sum().item() == pytest.approx(1.0, abs=1e-12)
-    assert history["objective"].shape == (4, 2) and (history["objective"][-1] < history["objective"][0]).all()
+    assert history.steps.tolist() == [0, 10, 20, 30] and history["objective"].shape == (4, 2)
+    assert (history["objective"][-1] < history["objective"][0]).all()
 
 
 def test_divergence_and_bad_inputs():
@@ -207,8 +208,9 @@ def test_an_interrupted_fit_resumes_from_its_checkpoint_bit_identical(tmp_path, 
     assert steps_seen[0] == stop_at  # it went on from the last checkpoint, not from step 0
     assert resumed.weight.detach().numpy().tobytes() == reference.weight.detach().numpy().tobytes()
     assert resumed.rho.numpy().tobytes() == reference.rho.numpy().tobytes()
-    for name, values in expected.items():
-        assert history[name].tobytes() == values.tobytes(), name
+    assert history.steps.tobytes() == expected.steps.tobytes() and history.stopped_at == expected.stopped_at == 40
+    for name in expected:
+        assert history[name].tobytes() == expected[name].tobytes(), name
 
 
 def test_median_stationarity_from_the_gradient_is_the_theorys_residual():

@@ -75,9 +75,9 @@ def test_batch1_sgd_matches_torch_sgd_member_by_member(channels, blank):
     for k, net in enumerate(members):
         opt = torch.optim.SGD(net.parameters(), lr=0.05)
         for t in range(steps):
-            i = log.sample[k, t]
+            i = log.trajectory["sample"][t, k]
             z = net(x[i:i + 1])
-            np.testing.assert_allclose(z[0].detach().numpy(), log.logits[k, t], rtol=1e-10, atol=1e-12)
+            np.testing.assert_allclose(z[0].detach().numpy(), log.trajectory["logits"][t, k], rtol=1e-10, atol=1e-12)
             loss = cross_entropy(z, y[i:i + 1]).mean()
             opt.zero_grad()
             loss.backward()
@@ -87,9 +87,9 @@ def test_batch1_sgd_matches_torch_sgd_member_by_member(channels, blank):
                                        rtol=1e-10, atol=1e-13)
         with torch.no_grad():
             out = net(x)
-        np.testing.assert_allclose(log.val_loss[-1, k], cross_entropy(out, y).mean().item(), rtol=1e-10)
-    np.testing.assert_array_equal(log.val_steps, [0, steps])
-    np.testing.assert_array_equal(log.label, y.numpy()[log.sample])
+        np.testing.assert_allclose(log.validation["loss"][-1, k], cross_entropy(out, y).mean().item(), rtol=1e-10)
+    np.testing.assert_array_equal(log.validation.steps, [0, steps])
+    np.testing.assert_array_equal(log.trajectory["label"], y.numpy()[log.trajectory["sample"]])
 
 
 def test_first_layer_columns_pool_in_windows():
@@ -124,11 +124,12 @@ def test_log_kept_on_device_is_bit_identical_whatever_the_check_and_close_whatev
     ref = _small_run("cpu", check_every=1)
     for kw in ({"check_every": 7}, {"check_every": 1000}):
         log = _small_run("cpu", **kw)
-        for field in ("sample", "label", "logits", "train_loss", "val_loss", "val_acc"):
-            np.testing.assert_array_equal(getattr(log, field), getattr(ref, field))
+        for part in ("trajectory", "validation"):
+            for name in getattr(ref, part):
+                np.testing.assert_array_equal(getattr(log, part)[name], getattr(ref, part)[name])
     chunked = _small_run("cpu", val_chunk=2)
-    np.testing.assert_allclose(chunked.val_loss, ref.val_loss, rtol=1e-12)
-    np.testing.assert_array_equal(chunked.val_acc, ref.val_acc)
+    np.testing.assert_allclose(chunked.validation["loss"], ref.validation["loss"], rtol=1e-12)
+    np.testing.assert_array_equal(chunked.validation["accuracy"], ref.validation["accuracy"])
     with pytest.raises(ValueError, match="val_chunk"):
         _small_run("cpu", val_chunk=0)
 
@@ -151,9 +152,9 @@ def test_divergence_names_the_same_step_whatever_the_check_interval():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_loop_runs_on_cuda_and_matches_cpu():
     cpu, gpu = _small_run("cpu"), _small_run(torch.device("cuda"))
-    np.testing.assert_array_equal(gpu.sample, cpu.sample)
-    np.testing.assert_allclose(gpu.logits, cpu.logits, rtol=1e-8, atol=1e-10)
-    np.testing.assert_allclose(gpu.val_loss, cpu.val_loss, rtol=1e-8)
+    np.testing.assert_array_equal(gpu.trajectory["sample"], cpu.trajectory["sample"])
+    np.testing.assert_allclose(gpu.trajectory["logits"], cpu.trajectory["logits"], rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(gpu.validation["loss"], cpu.validation["loss"], rtol=1e-8)
 
 
 @pytest.mark.parametrize("stop_at", [4, 17])
@@ -169,8 +170,11 @@ def test_an_interrupted_sgd_run_resumes_from_its_checkpoint_bit_identical(tmp_pa
     with checkpointing(Checkpointer(path, every=0.0)), reporting(lambda step, total, loss: steps_seen.append(step)):
         resumed = _small_run("cpu")
     assert steps_seen[0] == stop_at  # it went on from the last checkpoint, not from step 0
-    for field in ("sample", "label", "logits", "train_loss", "val_steps", "val_loss", "val_acc"):
-        assert getattr(resumed, field).tobytes() == getattr(reference, field).tobytes(), field
+    for part in ("trajectory", "validation"):
+        old, new = getattr(reference, part), getattr(resumed, part)
+        assert new.steps.tobytes() == old.steps.tobytes() and new.stopped_at == old.stopped_at
+        for name in old:
+            assert new[name].tobytes() == old[name].tobytes(), (part, name)
     with checkpointing(Checkpointer(path, every=0.0)), reporting(lambda *a: steps_seen.append(-1)):
         finished = _small_run("cpu")  # the loop's result was saved when it ended: nothing is recomputed
-    assert -1 not in steps_seen and finished.logits.tobytes() == reference.logits.tobytes()
+    assert -1 not in steps_seen and finished.trajectory["logits"].tobytes() == reference.trajectory["logits"].tobytes()

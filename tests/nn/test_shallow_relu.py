@@ -112,10 +112,10 @@ def test_train_only_c_freezes_knots_and_moves_radially():
     a, b, c = res.params
     assert np.array_equal(a[0], p[0]) and np.array_equal(b[0], p[1])
     assert np.array_equal(sr.knots(a[0], b[0]), sr.knots(*p[:2]))
-    traj = res.trajectory[:, 0]
+    traj = res.tracked["neurons"][:, 0]
     _, theta = sr.to_canonical(traj[..., 0], traj[..., 1], traj[..., 2], 1.0)
     assert np.all(theta == theta[0])
-    assert res.loss[-1, 0] < res.loss[0, 0]
+    assert res.trajectory["loss"][-1, 0] < res.trajectory["loss"][0, 0]
 
 
 def test_positive_delta_keeps_sign_of_c():
@@ -124,7 +124,7 @@ def test_positive_delta_keeps_sign_of_c():
     p = nsr.with_imbalance(nsr.uniform_init(40, rng, 0.5), 0.05)
     res = nsr.train_full_batch_gd(_batch([p], [np.sqrt(40)]), X, Y, max_steps=2000, track=np.arange(40),
                                   track_every=10)
-    signs = np.sign(res.trajectory[:, 0, :, 2])
+    signs = np.sign(res.tracked["neurons"][:, 0, :, 2])
     assert np.all(signs == np.sign(p[2]))
 
 
@@ -164,8 +164,9 @@ def test_stops_when_converged():
     y = np.sin(np.pi * X)
     res = nsr.train_full_batch_gd(_batch([nsr.uniform_init(20, rng, 1.0)], [np.sqrt(20)]), X, y,
                                   max_steps=3000, tol=1e-3, lr_fraction=1.0)
-    assert res.converged[0] and res.steps[0] < 3000 and res.loss_steps[-1] == res.steps[0]
-    assert res.loss[-1, 0] <= 1e-3 * 0.5 * np.sum(y**2)
+    assert res.converged[0] and res.steps[0] < 3000 and res.trajectory.steps[-1] == res.steps[0]
+    assert res.trajectory.stopped_at == res.steps[0] and res.tracked.stopped_at == res.steps[0]
+    assert res.trajectory["loss"][-1, 0] <= 1e-3 * 0.5 * np.sum(y**2)
 
 
 def _gd_cases(device: str = "cpu") -> list[nsr.GDResult]:
@@ -196,23 +197,23 @@ def test_device_resident_loop_agrees_with_the_host_copying_loop():
                ([613], [0.0012490705462452159], 613, 23.000831370271406, 620.3307073841606)]
     results = _gd_cases()
     for r, (steps, final_loss, last_recorded, first_layer, trajectory) in zip(results, earlier, strict=True):
-        assert r.steps.tolist() == steps and r.loss_steps[-1] == last_recorded
-        np.testing.assert_allclose(r.loss[-1], final_loss, rtol=1e-9)
-        np.testing.assert_allclose([np.abs(r.params[0]).sum(), np.abs(r.trajectory).sum()],
+        assert r.steps.tolist() == steps and r.trajectory.steps[-1] == last_recorded
+        np.testing.assert_allclose(r.trajectory["loss"][-1], final_loss, rtol=1e-9)
+        np.testing.assert_allclose([np.abs(r.params[0]).sum(), np.abs(r.tracked["neurons"]).sum()],
                                    [first_layer, trajectory], rtol=1e-9)
     stopped = results[2]  # converged at step 613, between recorded steps: nothing past it is kept
-    assert stopped.track_steps[-1] == 610 and sorted(stopped.snapshots) == [0, 10]
+    assert stopped.tracked.steps[-1] == 610 and stopped.snapshots.steps.tolist() == [0, 10]
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_loop_runs_on_cuda_like_cpu():
     """The same loop on torch.device("cuda") agrees with CPU (float64; summation order may differ)."""
     for gpu, cpu in zip(_gd_cases("cuda"), _gd_cases()):
-        assert gpu.loss_steps.tolist() == cpu.loss_steps.tolist() and np.array_equal(gpu.steps, cpu.steps)
+        assert gpu.trajectory.steps.tolist() == cpu.trajectory.steps.tolist() and np.array_equal(gpu.steps, cpu.steps)
         for g, c in zip(gpu.params, cpu.params):
             np.testing.assert_allclose(g, c, rtol=1e-7, atol=1e-9)
-        np.testing.assert_allclose(gpu.loss, cpu.loss, rtol=1e-7, atol=1e-12)
-        assert sorted(gpu.snapshots) == sorted(cpu.snapshots)
+        np.testing.assert_allclose(gpu.trajectory["loss"], cpu.trajectory["loss"], rtol=1e-7, atol=1e-12)
+        assert gpu.snapshots.steps.tolist() == cpu.snapshots.steps.tolist()
 
 
 @pytest.mark.parametrize("stop_at", [0, 137, 300])
@@ -237,14 +238,19 @@ def test_an_interrupted_gd_resumes_from_its_checkpoint_bit_identical(tmp_path, s
     with checkpointing(Checkpointer(path, every=0.0)), reporting(lambda step, total, loss=None: seen.append(step)):
         resumed = nsr.train_full_batch_gd(_batch(nets, [np.sqrt(20)] * 3, train_ab=[True, False, True]), x, y, **kwargs)
     assert seen[0] == stop_at
-    for field in ("loss_steps", "loss", "steps", "time", "converged", "lr_fraction", "ntk_initial", "ntk_final",
-                  "delta_drift", "track_steps", "trajectory"):
+    for field in ("steps", "time", "converged", "lr_fraction", "ntk_initial", "ntk_final", "delta_drift"):
         np.testing.assert_array_equal(getattr(resumed, field), getattr(reference, field), err_msg=field)
+    for part in ("trajectory", "tracked", "snapshots"):
+        got, want = getattr(resumed, part), getattr(reference, part)
+        assert got.stopped_at == want.stopped_at
+        np.testing.assert_array_equal(got.steps, want.steps, err_msg=part)
+        for name in want:
+            np.testing.assert_array_equal(got[name], want[name], err_msg=f"{part} {name}")
     for got, want in zip(resumed.params, reference.params):
         np.testing.assert_array_equal(got, want)
-    np.testing.assert_array_equal(np.stack(resumed.snapshots[90]), np.stack(reference.snapshots[90]))
+    assert resumed.snapshots.steps.tolist() == [90]
     again, batch = [], _batch(nets, [np.sqrt(20)] * 3, train_ab=[True, False, True])
     with checkpointing(Checkpointer(path, every=0.0)), reporting(lambda step, total, loss=None: again.append(step)):
         finished = nsr.train_full_batch_gd(batch, x, y, **kwargs)  # a finished loop returns its saved result
-    assert again == [] and np.array_equal(finished.loss, reference.loss)
+    assert again == [] and np.array_equal(finished.trajectory["loss"], reference.trajectory["loss"])
     np.testing.assert_array_equal(batch.params()[0], reference.params[0])

@@ -54,7 +54,7 @@ def test_ensemble_training_equals_one_by_one_runs(kind, make_opt):
     result = train(ens, x, y, steps=30, lr=torch.tensor(LRS, dtype=torch.float64), optimizer=kind)
     for k, (seed, lr, gain) in enumerate(zip(SEEDS, LRS, gains, strict=True)):
         ref, ref_loss = one_by_one(factory, seed, x, y, lr, 30, make_opt, half_mse, gain=gain)
-        np.testing.assert_allclose(result.loss[:, k], ref_loss, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(result.trajectory["loss"][:, k], ref_loss, rtol=1e-9, atol=1e-12)
         for (name, p), q in zip(ens.member(k).named_parameters(), ref.parameters(), strict=True):
             torch.testing.assert_close(p, q, rtol=1e-9, atol=1e-12, msg=name)
 
@@ -70,7 +70,7 @@ def test_fused_gd_step_equals_autograd_step(activation, skip):
     for fused in (True, False):
         ens = Ensemble(factory, seeds=SEEDS)
         results.append((train(ens, x, y, steps=8, lr=LRS, fused_step=fused), ens))
-    np.testing.assert_allclose(results[0][0].loss, results[1][0].loss, rtol=1e-10)
+    np.testing.assert_allclose(results[0][0].trajectory["loss"], results[1][0].trajectory["loss"], rtol=1e-10)
     for name, p in results[0][1].params.items():
         torch.testing.assert_close(p, results[1][1].params[name], rtol=1e-10, atol=1e-12, msg=name)
 
@@ -90,7 +90,7 @@ def test_fused_closed_form_mse_gradient_is_bitwise_autograds(dtype):
         ens = Ensemble(factory, seeds=SEEDS)
         runs.append((train(ens, x, y, steps=40, lr=LRS, loss=loss, optimizer="sgd", batch_size=4,
                            generator=torch.Generator().manual_seed(1)), ens))
-    assert np.array_equal(runs[0][0].loss, runs[1][0].loss)
+    assert np.array_equal(runs[0][0].trajectory["loss"], runs[1][0].trajectory["loss"])
     for name, p in runs[0][1].params.items():
         assert torch.equal(p, runs[1][1].params[name]), name
 
@@ -112,7 +112,7 @@ def test_minibatch_sgd_equals_one_by_one_with_same_batches():
     for k, seed in enumerate(SEEDS):
         _, ref_loss = one_by_one(factory, seed, x, y, 0.1, 7, lambda p, lr: torch.optim.SGD(p, lr=lr),
                                  half_mse, batches=batches)
-        np.testing.assert_allclose(result.loss[:, k], ref_loss, rtol=1e-9)
+        np.testing.assert_allclose(result.trajectory["loss"][:, k], ref_loss, rtol=1e-9)
 
 
 def test_independent_batches_follow_each_members_own_order():
@@ -131,7 +131,7 @@ def test_independent_batches_follow_each_members_own_order():
         batches = [o[k, s:s + 3] for o in orders for s in (0, 3)]
         _, ref_loss = one_by_one(factory, seed, x, y, 0.1, 5, lambda p, lr: torch.optim.SGD(p, lr=lr),
                                  half_mse, batches=batches)
-        np.testing.assert_allclose(result.loss[:, k], ref_loss, rtol=1e-9)
+        np.testing.assert_allclose(result.trajectory["loss"][:, k], ref_loss, rtol=1e-9)
 
 
 @pytest.mark.parametrize("factory, x", [
@@ -147,7 +147,7 @@ def test_generic_and_conv_paths_equal_one_by_one(factory, x):
     result = train(ens, x, y, steps=5, lr=[0.05, 0.1], optimizer="adam")
     for k, (seed, lr) in enumerate(zip(SEEDS[:2], [0.05, 0.1], strict=True)):
         ref, ref_loss = one_by_one(factory, seed, x, y, lr, 5, lambda p, lr: torch.optim.Adam(p, lr=lr), half_mse)
-        np.testing.assert_allclose(result.loss[:, k], ref_loss, rtol=1e-8)
+        np.testing.assert_allclose(result.trajectory["loss"][:, k], ref_loss, rtol=1e-8)
         torch.testing.assert_close(ens(x)[k], ref(x))
         torch.testing.assert_close(ens.activations(x, ["layer0"])["layer0"][k],
                                    activations(ref, x, ["layer0"], eval_mode=False)["layer0"])
@@ -170,7 +170,7 @@ def test_conv_chain_stacked_path_is_vmaps_bit_for_bit(shared):
         ens = Ensemble(factory, seeds=SEEDS, gains=[0.9, 1.0, 1.1])
         ens._stacked = stacked  # False: the generic vmap path
         result = train(ens, x, y, steps=6, lr=[0.3, 0.2, 0.1])
-        runs[stacked] = result.loss, ens.activations(x, names), ens
+        runs[stacked] = result.trajectory["loss"], ens.activations(x, names), ens
     (loss, acts, ens), (loss_v, acts_v, ens_v) = runs[True], runs[False]
     assert np.array_equal(loss, loss_v) and not np.array_equal(loss[-1], loss[0])  # the steps moved the losses
     for name in names:
@@ -213,7 +213,7 @@ def test_divergence_raises_or_marks_member():
     assert result.diverged_at[1] == info.value.step
     assert np.isnan(result.final_loss[1]) and np.isfinite(result.final_loss[[0, 2]]).all()
     _, ref_loss = one_by_one(factory, SEEDS[2], x, y, 0.01, 30, lambda p, lr: torch.optim.SGD(p, lr=lr), half_mse)
-    np.testing.assert_allclose(result.loss[:, 2], ref_loss, rtol=1e-9)
+    np.testing.assert_allclose(result.trajectory["loss"][:, 2], ref_loss, rtol=1e-9)
 
 
 def test_schedule_recorders_and_stop_loss():
@@ -223,11 +223,11 @@ def test_schedule_recorders_and_stop_loss():
     schedule = Schedule.log_spaced(8, 500)
     result = train(ens, x, y, steps=500, lr=0.4, schedule=schedule,
                    recorders={"h": activation_recorder(x, "layer1")}, stop_loss=1e-3)
-    assert result.steps[0] == 0 and np.all(np.diff(result.steps) > 0)
-    assert result.records["h"].shape == (len(result.steps), 3, 2, 16)
-    assert result.stopped_at < 500 and result.stopped_at == result.steps[-1]
-    assert np.all(result.final_loss <= 1e-3) and np.any(result.loss[-2] > 1e-3)
-    torch.testing.assert_close(torch.from_numpy(result.records["h"][-1]), ens.activations(x, ["layer1"])["layer1"]
+    assert result.trajectory.steps[0] == 0 and np.all(np.diff(result.trajectory.steps) > 0)
+    assert result.trajectory["h"].shape == (len(result.trajectory.steps), 3, 2, 16)
+    assert result.trajectory.stopped_at < 500 and result.trajectory.stopped_at == result.trajectory.steps[-1]
+    assert np.all(result.final_loss <= 1e-3) and np.any(result.trajectory["loss"][-2] > 1e-3)
+    torch.testing.assert_close(torch.from_numpy(result.trajectory["h"][-1]), ens.activations(x, ["layer1"])["layer1"]
                                .detach())
 
 
@@ -285,11 +285,11 @@ def test_two_point_recorder_read_off_the_training_pass_is_bitwise_a_separate_pas
                        recorders={"pair": recorder if reuse else lambda step, model, rec=recorder: rec(step, model)})
         runs.append((result, ens))
     (new, ens_new), (old, ens_old) = runs
-    assert np.array_equal(new.records["pair"], old.records["pair"])
-    assert np.array_equal(new.loss, old.loss)
+    assert np.array_equal(new.trajectory["pair"], old.trajectory["pair"])
+    assert np.array_equal(new.trajectory["loss"], old.trajectory["loss"])
     for name, p in ens_new.params.items():
         assert torch.equal(p, ens_old.params[name]), name
-    assert np.ptp(new.records["pair"][:, :, 0]) > 0  # the recorded u moved: not a comparison of constants
+    assert np.ptp(new.trajectory["pair"][:, :, 0]) > 0  # the recorded u moved: not a comparison of constants
 
 
 @pytest.mark.parametrize(("activation", "n", "depth", "d_in", "d_out", "dtype", "shared"), [
@@ -318,8 +318,8 @@ def test_fused_gradients_are_autograds_bit_for_bit(activation, n, depth, d_in, d
                                generator=torch.Generator().manual_seed(1), fused_step=fused,
                                recorders={"out": output_recorder(x)}), ens))
         (a, ens_a), (b, ens_b) = runs
-        assert np.array_equal(a.loss, b.loss)
-        assert np.array_equal(a.records["out"], b.records["out"])
+        assert np.array_equal(a.trajectory["loss"], b.trajectory["loss"])
+        assert np.array_equal(a.trajectory["out"], b.trajectory["out"])
         for name, p in ens_a.params.items():
             assert torch.equal(p, ens_b.params[name]), name
 

@@ -238,7 +238,7 @@ class LongTraining(Experiment):
         second = train(model, x, y, steps=config.steps, lr=1e-3, optimizer="adam", batch_size=16,
                        generator=generator)
         params = {name: p.detach().numpy() for name, p in model.params.items()}
-        return {"loss_sgd": first.loss, "loss_adam": second.loss,
+        return {"loss_sgd": first.trajectory["loss"], "loss_adam": second.trajectory["loss"],
                 **{f"param_{i}": value for i, value in enumerate(params.values())}}
 
     def analyse(self, config: LongTrainingConfig, results: dict) -> Analysis:

@@ -53,12 +53,13 @@ def run_seed(cfg: SingleNeuronConfig, seed: int, device: str, deadline: float, o
                               record_every=max(1, math.ceil(max_steps / 400)), **flow)
     sync()
     wall = time.perf_counter() - start
-    hist = {k: v[0].cpu().numpy() for k, v in res.history.items() if k != "neurons"}
-    zeta_trace = offset_along_e1(res.history["neurons"][0].cpu().numpy())  # (T, h)
+    hist = {k: res.trajectory[k][:, 0].cpu().numpy() for k in res.trajectory if k != "neurons"}
+    zeta_trace = offset_along_e1(res.trajectory["neurons"][:, 0].cpu().numpy())  # (T, h)
     start_p, star_p, end_p = (stack_params(n)[0].cpu().numpy() for n in (net0, res.at_t_star, res.net))
     np.savez_compressed(
         out / f"fig4_seed{seed}.npz", seed=seed, p=cfg.p, width=cfg.width, alpha=cfg.alpha,
-        max_dgrad=cfg.max_dgrad, steps=res.steps, max_steps=max_steps, per_step_s=per_step, wall_s=wall,
+        max_dgrad=cfg.max_dgrad, steps=res.trajectory.stopped_at, max_steps=max_steps, per_step_s=per_step,
+        wall_s=wall,
         stopped=bool(res.stopped[0]), t_star=float(res.t_star[0]), t_end=float(res.t[0]),
         zeta_star=offset_along_e1(star_p), zeta_end=offset_along_e1(end_p),
         w1_init=start_p[:, 0], w1_star=star_p[:, 0], w1_end=end_p[:, 0],
@@ -66,7 +67,7 @@ def run_seed(cfg: SingleNeuronConfig, seed: int, device: str, deadline: float, o
         test_error_end=test_error(res.net, net0, xt, yt, cfg.memory_gb),
         trace_t=hist["t"], trace_fitted=hist["fitted"], trace_loss=hist["loss"],
         trace_lambda=hist["amplification"], zeta_trace=zeta_trace[::max(1, len(zeta_trace) // 100)])
-    print(f"seed {seed}: {res.steps} steps in {wall:.0f} s ({per_step * 1e3:.2f} ms/step), stopped="
+    print(f"seed {seed}: {res.trajectory.stopped_at} steps in {wall:.0f} s ({per_step * 1e3:.2f} ms/step), stopped="
           f"{bool(res.stopped[0])}, fitted {hist['fitted'][-1]:.4f}, t*={float(res.t_star[0]):.4g}, "
           f"t_end={float(res.t[0]):.4g}", flush=True)
 

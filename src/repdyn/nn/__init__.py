@@ -1,5 +1,5 @@
 """Models, batched ensembles, losses, optimisers, recording callbacks, and the training driver that runs every
-training loop as a step rule (:func:`drive`)."""
+training loop as a step rule (:func:`drive`) and returns what it recorded as a :class:`Trajectory`."""
 
 from repdyn.nn.divergence import Diverged, check_finite
 from repdyn.nn.driver import AdaptiveEuler, Divergence, StepRule, drive
@@ -7,6 +7,7 @@ from repdyn.nn.ensemble import Ensemble
 from repdyn.nn.mlp import MLP
 from repdyn.nn.recording import Schedule
 from repdyn.nn.training import TrainResult, train
+from repdyn.nn.trajectory import Trajectory
 
 __all__ = ["MLP", "AdaptiveEuler", "Diverged", "Divergence", "Ensemble", "Schedule", "StepRule", "TrainResult",
-           "check_finite", "drive", "train"]
+           "Trajectory", "check_finite", "drive", "train"]

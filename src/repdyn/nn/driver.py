@@ -35,7 +35,7 @@ from repdyn.nn.divergence import Diverged
 from repdyn.nn.progress import Cap, report
 
 R = TypeVar("R", covariant=True)
-FORMAT = 1
+FORMAT = 2
 """The layout of a loop's saved state (``{"format", "step", "state"}`` or ``{"format", "result", "final"}``); a
 checkpoint slot in any other layout is not resumed from: its loop starts from the beginning."""
 

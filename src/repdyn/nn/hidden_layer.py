@@ -14,13 +14,15 @@ closed form is ~3× cheaper; tests check it against autograd.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import nn
 
 from repdyn.nn.driver import AdaptiveEuler, drive
 from repdyn.nn.losses import hinge_of_margins
+from repdyn.nn.trajectory import Trajectory
 from repdyn.theory.compression import amplification
 
 SQRT2 = math.sqrt(2.0)
@@ -109,9 +111,10 @@ class FlowResult:
 
     t_star: first time the fitted fraction #{y F ≥ 1}/p exceeds 0.1 (NaN if never); at_t_star: the weights at
     that step; lambda_star / lambda_max: Λ(t*) and max_t Λ(t) (Eq. 9); stopped: reached the stop fraction
-    (else capped by ``max_steps``); history: per-iteration arrays t, Λ, fitted fraction, loss (S columns)
-    and optionally the traced neurons' weights (S, T, k, d + 2) as columns (ω, b, β); empty with
-    ``record_every = 0``.
+    (else capped by ``max_steps``). trajectory: ``stopped_at`` the steps taken (accepted and rejected); the recorded
+    steps (every ``record_every``-th and the last; none with ``record_every = 0``) and, at those steps, the series
+    ``t``, ``amplification`` (Λ), ``fitted`` (the fitted fraction), ``loss`` and ``dt`` (T, S), and with traced
+    neurons ``neurons`` (T, S, k, d + 2), their weights as columns (ω, b, β).
     """
 
     net: HiddenLayerNet
@@ -122,8 +125,7 @@ class FlowResult:
     lambda_max: torch.Tensor
     at_t_star: HiddenLayerNet
     stopped: torch.Tensor
-    steps: int
-    history: dict[str, torch.Tensor] = field(default_factory=dict)
+    trajectory: Trajectory
 
 
 class _Workspace:
@@ -283,7 +285,7 @@ def train_gradient_flow(net: HiddenLayerNet, x: torch.Tensor, y: torch.Tensor, a
     reaches t*, the running mask when every trial runs (the same bits; 10-20 % of a step at p = 128). The
     weights' dtype is the computation's (float32 suffices for the network); times are kept in float64.
 
-    ``record_every``: steps between the history's records; 0 records none (the history is empty, the loss of a
+    ``record_every``: steps between the trajectory's records; 0 records none (its series are empty, the loss of a
     step is not computed): the dynamics, t, t*, Λ*, Λ_max and the weights are the same bits either way.
 
     x: (S, p, d), y: (S, p); the input ``net`` is the initialisation f₀ and is not modified.
@@ -475,12 +477,13 @@ class _Flow:
         for holder, value in zip(self.full, self._state(), strict=True):
             holder.index_copy_(0, self.idx, value)
         theta, t, t_star, lam_star, lam_max, at_t_star, running = (self.full[i] for i in (0, 4, 5, 7, 8, 9, 11))
-        history = (dict(zip(("t", "amplification", "fitted", "loss", "dt"), self.records.stacked(), strict=True))
-                   if self.record_every else {})
+        series = ({name: v.T for name, v in zip(("t", "amplification", "fitted", "loss", "dt"), self.records.stacked(),
+                                                strict=True)} if self.record_every else {})
         if self.trace_neurons:
-            history["neurons"] = torch.stack(self.neurons, dim=1)
+            series["neurons"] = torch.stack(self.neurons)
+        recorded = np.unique(np.r_[np.arange(0, steps + 1, self.record_every), steps]) if self.record_every else []
         return FlowResult(_unstack_params(theta), self.f0, t, t_star, lam_star, lam_max, _unstack_params(at_t_star),
-                          ~running, steps, history)
+                          ~running, Trajectory(np.asarray(recorded, dtype=np.int64), series, steps))
 
     def final(self) -> dict:
         return {}  # the input network is not modified

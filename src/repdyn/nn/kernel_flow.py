@@ -7,22 +7,25 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 
 from repdyn.nn.driver import AdaptiveEuler, drive
+from repdyn.nn.trajectory import Trajectory
 
 __all__ = ["KernelFlowResult", "kernel_hinge_flow"]
 
 
 @dataclass
 class KernelFlowResult:
-    """Dual coefficients a (S, p) with F = K a, integrated time, accepted steps and convergence per trial."""
+    """Dual coefficients a (S, p) with F = K a, integrated time and convergence per trial; trajectory: the steps taken
+    (``stopped_at``, accepted and rejected), no series recorded."""
 
     coefficients: Tensor
     time: Tensor
-    steps: int
     converged: Tensor
+    trajectory: Trajectory
 
 
 class _KernelFlow:
@@ -91,7 +94,7 @@ class _KernelFlow:
             setattr(self, name, state[name].to(self.y.device))
 
     def result(self, steps: int) -> KernelFlowResult:
-        return KernelFlowResult(self.a, self.t, steps, ~self.active)
+        return KernelFlowResult(self.a, self.t, ~self.active, Trajectory(np.zeros(0, dtype=np.int64), {}, steps))
 
     def final(self) -> dict[str, Any]:
         return {}
@@ -126,5 +129,5 @@ def kernel_hinge_flow(gram: Tensor, y: Tensor, max_dgrad: float = 1e-4, max_dout
     controller = AdaptiveEuler(max_dgrad=max_dgrad, max_dout=max_dout, calm=0.1, grow=1.1, shrink=10.0, jumps=True)
     result = drive(_KernelFlow(gram, y, controller), max_steps, capped=True)
     if single:
-        result = KernelFlowResult(result.coefficients[0], result.time[0], result.steps, result.converged[0])
+        result = KernelFlowResult(result.coefficients[0], result.time[0], result.converged[0], result.trajectory)
     return result

@@ -24,6 +24,7 @@ from torch import Tensor
 
 from repdyn.nn.driver import drive
 from repdyn.nn.optim import StackedOptimizer
+from repdyn.nn.trajectory import Trajectory
 from repdyn.theory.leaky_resnet import adaptive_steps_from_norms, leaky_forward, momenta_by_backprop
 
 INITS = ("he", "identity")
@@ -327,8 +328,9 @@ class _Fit:
         self.optimiser.load_state_dict(state["optimizer"])
         self.history = state["history"]
 
-    def result(self, steps: int) -> dict[str, np.ndarray]:
-        return {name: np.asarray(values) for name, values in self.history.items()}
+    def result(self, steps: int) -> Trajectory:
+        series = {name: np.asarray(values) for name, values in self.history.items() if name != "step"}
+        return Trajectory(np.asarray(self.history["step"], dtype=np.int64), series, steps)
 
     def final(self) -> dict:
         return {"weight": self.model.weight.detach().clone(), "rho": self.model.rho.clone()}
@@ -340,12 +342,12 @@ class _Fit:
 
 
 def fit(model: LeakyResNet, x: Tensor, y: Tensor, lam: float, plan: TrainingPlan,
-        adaptive: Tensor | None = None) -> dict[str, np.ndarray]:
+        adaptive: Tensor | None = None) -> Trajectory:
     """Train all members on the full batch ``(x, y)`` (rows); ``adaptive`` (K,) flags members whose steps adapt.
 
-    Returns the recorded history: ``step`` (T,), ``objective``, ``data_cost`` (T, K) and ``max_rho_ltilde``
-    (T, K), the quantity pitfall P9 of spec 002 asks to log. Raises :class:`repdyn.nn.Diverged` on NaN/inf.
-    Run by :func:`repdyn.nn.driver.drive` (checkpoints, progress, divergence).
+    Returns what it recorded every ``plan.record_every`` steps: the series ``objective``, ``data_cost`` (T, K) and
+    ``max_rho_ltilde`` (T, K), the quantity pitfall P9 of spec 002 asks to log. Raises :class:`repdyn.nn.Diverged`
+    on NaN/inf. Run by :func:`repdyn.nn.driver.drive` (checkpoints, progress, divergence).
     """
     if not lam > 0:
         raise ValueError(f"lam={lam!r} is not allowed: must be > 0")

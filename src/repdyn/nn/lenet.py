@@ -25,6 +25,7 @@ from torch.nn import functional as F
 from repdyn.nn.driver import drive
 from repdyn.nn.ensemble import Ensemble
 from repdyn.nn.losses import cross_entropy
+from repdyn.nn.trajectory import Trajectory
 
 
 def _default_init_(module: nn.Conv2d | nn.Linear, generator: torch.Generator | None) -> None:
@@ -152,21 +153,17 @@ def _pool2x2(h: Tensor) -> Tensor:
 
 @dataclass
 class SGDLog:
-    """What :func:`train_batch1_sgd` records (NumPy; r = trial, t = iteration 0..T−1, v = validation point).
+    """What :func:`train_batch1_sgd` records (NumPy; t = iteration, r = trial).
 
-    sample: (R, T) index of the training example drawn at iteration t; label: (R, T) its (possibly corrupted)
-    training label; logits: (R, T, K) its logits before that iteration's update; train_loss: (R, T) its loss;
-    val_steps: (V,) iterations after whose update the validation set was evaluated (0 = initial model);
-    val_loss, val_acc: (V, R) mean cross-entropy and accuracy on the clean validation set.
+    trajectory: every iteration t = 0..T−1 (``stopped_at`` = T), the series ``sample`` (T, R), the index of the
+    training example drawn at iteration t, ``label`` (T, R) its (possibly corrupted) training label, ``logits``
+    (T, R, K) its logits before that iteration's update and ``loss`` (T, R) its loss. validation: the iterations after
+    whose update the clean validation set was evaluated (0 = initial model), the series ``loss`` and ``accuracy``
+    (V, R), mean cross-entropy and accuracy.
     """
 
-    sample: np.ndarray
-    label: np.ndarray
-    logits: np.ndarray
-    train_loss: np.ndarray
-    val_steps: np.ndarray
-    val_loss: np.ndarray
-    val_acc: np.ndarray
+    trajectory: Trajectory
+    validation: Trajectory
 
 
 def lenet_ensemble(n_trials: int, in_channels: int, n_classes: int, generator: torch.Generator,
@@ -346,10 +343,12 @@ class _Batch1SGD:
         self.model.train()
 
     def result(self, steps: int) -> SGDLog:
-        return SGDLog(sample=self.order.cpu().numpy(), label=self.labels.cpu().numpy(),
-                      logits=self.logits_log.cpu().numpy(), train_loss=self.loss_log.cpu().numpy(),
-                      val_steps=np.array(self.val_steps), val_loss=torch.stack(self.val_loss).cpu().numpy(),
-                      val_acc=torch.stack(self.val_acc).cpu().numpy())
+        every = {"sample": self.order.cpu().numpy().T, "label": self.labels.cpu().numpy().T,
+                 "logits": self.logits_log.cpu().numpy().transpose(1, 0, 2), "loss": self.loss_log.cpu().numpy().T}
+        validation = {"loss": torch.stack(self.val_loss).cpu().numpy(),
+                      "accuracy": torch.stack(self.val_acc).cpu().numpy()}
+        return SGDLog(Trajectory(np.arange(steps), every, steps),
+                      Trajectory(np.array(self.val_steps), validation, steps))
 
     def final(self) -> dict:
         return {"model": self.model.snapshot()}

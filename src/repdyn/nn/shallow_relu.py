@@ -14,12 +14,13 @@ analytic float64 gradients (spec 001 §3.3, P7) and neuron-trajectory recording.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from repdyn.nn.driver import drive
+from repdyn.nn.trajectory import Trajectory
 from repdyn.theory.shallow_relu import from_canonical, layer_imbalance, loss_gradients, tangent_kernel, to_canonical
 
 Params = tuple[np.ndarray, np.ndarray, np.ndarray]
@@ -150,19 +151,18 @@ class ShallowReLUBatch:
 
 @dataclass
 class GDResult:
-    """What :func:`train_full_batch_gd` returns (NumPy arrays; B networks, tracked neurons k).
+    """What :func:`train_full_batch_gd` returns (NumPy arrays; B networks, M neurons, tracked neurons k).
 
-    params: final (a, b, c), each (B, M). loss_steps: (T,) steps at which loss (T, B) was recorded.
-    steps: (B,) steps taken per network; time: (B,) physical time Σ η_t; converged: (B,) bool;
-    lr_fraction: (B,) the step-size fraction at the end (below the initial one after halvings).
+    params: final (a, b, c), each (B, M). steps: (B,) steps taken per network; time: (B,) physical time Σ η_t;
+    converged: (B,) bool; lr_fraction: (B,) the step-size fraction at the end (below the initial one after halvings).
     ntk_initial / ntk_final: (B, n, n). delta_drift: (B,) max over recorded steps and neurons of
-    |δ_i(t) − δ_i(0)| / (|δ_i(0)| + |r̂_i(0)|) (M6). track_steps: (T',) and trajectory: (T', B, k, 3) the
-    (a, b, c) of the tracked neurons. snapshots: step -> (a, b, c) of every network at that step.
+    |δ_i(t) − δ_i(0)| / (|δ_i(0)| + |r̂_i(0)|) (M6). Recorded over time, each a :class:`Trajectory` whose
+    ``stopped_at`` is the last step of the loop: trajectory, the series ``loss`` (T, B) every ``record_every`` steps
+    and at the last; tracked, the series ``neurons`` (T', B, k, 3), the (a, b, c) of the tracked neurons, every
+    ``track_every`` steps; snapshots, the series ``a``, ``b``, ``c`` (S, B, M) of every network at the snapshot steps.
     """
 
     params: tuple[np.ndarray, np.ndarray, np.ndarray]
-    loss_steps: np.ndarray
-    loss: np.ndarray
     steps: np.ndarray
     time: np.ndarray
     converged: np.ndarray
@@ -170,9 +170,9 @@ class GDResult:
     ntk_initial: np.ndarray
     ntk_final: np.ndarray
     delta_drift: np.ndarray
-    track_steps: np.ndarray
-    trajectory: np.ndarray
-    snapshots: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)
+    trajectory: Trajectory
+    tracked: Trajectory
+    snapshots: Trajectory
 
 
 class _FullBatchGD:
@@ -307,14 +307,19 @@ class _FullBatchGD:
         drift = torch.maximum(self.drift, self._drift())
         host = lambda t: t.detach().cpu().numpy()  # noqa: E731
         empty_track = np.zeros((0, nets.a.shape[0], self.track_idx.numel(), 3))
+        snapshots = {s: p for s, p in self.snapshots.items() if s <= last}
+        shape = (0, *nets.a.shape)
         return GDResult(
-            params=nets.params(), loss_steps=np.array(loss_steps), loss=host(torch.stack(losses)),
-            steps=host(self.steps), time=host(self.time), converged=host(loss <= self.threshold),
+            params=nets.params(), steps=host(self.steps), time=host(self.time), converged=host(loss <= self.threshold),
             lr_fraction=host(self.fraction), ntk_initial=host(self.ntk_initial),
             ntk_final=host(nets.tangent_kernel(self.xt)), delta_drift=host(drift),
-            track_steps=np.array(track_steps, dtype=np.int64),
-            trajectory=host(torch.stack(trajectory)) if trajectory else empty_track,
-            snapshots={s: tuple(host(t).copy() for t in p) for s, p in self.snapshots.items() if s <= last})
+            trajectory=Trajectory(np.array(loss_steps), {"loss": host(torch.stack(losses))}, last),
+            tracked=Trajectory(np.array(track_steps, dtype=np.int64),
+                               {"neurons": host(torch.stack(trajectory)) if trajectory else empty_track}, last),
+            snapshots=Trajectory(np.array(sorted(snapshots), dtype=np.int64),
+                                 {name: host(torch.stack([snapshots[s][i] for s in sorted(snapshots)])) if snapshots
+                                  else host(torch.zeros(shape, dtype=nets.a.dtype)) for i, name in enumerate("abc")},
+                                 last))
 
     def final(self) -> dict:
         return {"params": tuple(t.clone() for t in (self.nets.a, self.nets.b, self.nets.c))}

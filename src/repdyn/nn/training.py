@@ -21,6 +21,7 @@ from repdyn.nn.ensemble import Ensemble
 from repdyn.nn.losses import PointLoss, get_loss, mse_half, mse_half_output_factor, mse_half_output_grad
 from repdyn.nn.optim import StackedOptimizer, member_values
 from repdyn.nn.recording import PassRecorder, Recorder, Schedule
+from repdyn.nn.trajectory import Trajectory
 
 StopCriterion = Callable[[int, Tensor], bool]
 """``(step, losses (K,)) -> bool``: stop after recording this step when it returns True."""
@@ -30,21 +31,18 @@ StopCriterion = Callable[[int, Tensor], bool]
 class TrainResult:
     """What :func:`train` returns (NumPy arrays; index t runs over recorded steps, k over members).
 
-    steps: (T,) recorded steps (0 = initial model). loss: (T, K) full training-set loss at those steps.
-    records: recorder name -> (T, K, ...). diverged: (K,) bool. diverged_at: (K,) first step whose loss was
-    NaN/inf, -1 if none. stopped_at: the last step taken (== steps[-1]).
+    trajectory: the recorded steps (0 = initial model) and, at those steps, the series ``"loss"`` (T, K), the full
+    training-set loss, and one series (T, K, ...) per recorder; ``stopped_at`` the last step taken (== steps[-1]).
+    diverged: (K,) bool. diverged_at: (K,) first step whose loss was NaN/inf, -1 if none.
     """
 
-    steps: np.ndarray
-    loss: np.ndarray
-    records: dict[str, np.ndarray] = field(default_factory=dict)
+    trajectory: Trajectory
     diverged: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     diverged_at: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    stopped_at: int = 0
 
     @property
     def final_loss(self) -> np.ndarray:
-        return self.loss[-1]
+        return self.trajectory["loss"][-1]
 
 
 def _member_batch(t: Tensor, k: int, data_ndim: int) -> bool:
@@ -248,14 +246,10 @@ class _Train:
 
     def result(self, steps: int) -> TrainResult:
         diverged_at = np.array(self.divergence.at, dtype=np.int64)
-        return TrainResult(
-            steps=np.array(self.recorded_steps, dtype=np.int64),
-            loss=torch.stack(self.recorded_loss).cpu().numpy(),
-            records={name: torch.stack(v).cpu().numpy() for name, v in self.recorded.items()},
-            diverged=diverged_at >= 0,
-            diverged_at=diverged_at,
-            stopped_at=self.stopped_at,
-        )
+        series = {"loss": torch.stack(self.recorded_loss).cpu().numpy()}
+        series.update({name: torch.stack(v).cpu().numpy() for name, v in self.recorded.items()})
+        return TrainResult(Trajectory(np.array(self.recorded_steps, dtype=np.int64), series, self.stopped_at),
+                           diverged=diverged_at >= 0, diverged_at=diverged_at)
 
     def final(self) -> dict[str, Any]:
         return {"model": self.model.snapshot(), "rng": rng_state(self.generator)}
@@ -298,8 +292,9 @@ def train(
             are full batch unless ``batch_size`` is set. Minibatch order is drawn from ``generator``: one
             permutation per epoch, shared by all members, or one per member with ``independent_batches``.
         loss: "mse" (½‖y − ŷ‖²), "hinge", "soft_hinge", "cross_entropy" or a per-point callable.
-        schedule: steps at which the full training-set loss and every recorder are recorded
-            (default: every step). Recorders run in no-grad mode only at those steps.
+        schedule: steps at which the full training-set loss (the trajectory's series "loss") and every
+            recorder (a series of the recorder's name) are recorded (default: every step). Recorders run in
+            no-grad mode only at those steps.
         stop_loss: stop once every live member's training loss is <= this value; ``stop`` is a custom criterion.
         on_divergence: "raise" raises :class:`repdyn.nn.Diverged` at the first NaN/inf loss of any member;
             "mark" marks that member diverged, freezes it, and trains the others on (raising only when all
@@ -318,6 +313,8 @@ def train(
     """
     if steps < 0:
         raise ValueError(f"steps must be >= 0, got {steps}")
+    if recorders is not None and "loss" in recorders:
+        raise ValueError("a recorder may not be named 'loss': the trajectory's 'loss' series is the training loss")
     if on_divergence not in ("raise", "mark"):
         raise ValueError(f"on_divergence must be 'raise' or 'mark', got {on_divergence!r}")
     if optimizer == "sgd" and batch_size is None:

@@ -31,7 +31,8 @@ def case() -> dict[str, np.ndarray]:
     for name, run in runs.items():
         model = _seeded_cnn(1, 4, "cpu")
         try:
-            steps, fitted = run(model)
+            fit = run(model)
+            steps, fitted = fit.trajectory.stopped_at, fit.fitted
             out[f"{name}_steps"], out[f"{name}_fitted"] = np.asarray(steps), np.asarray(fitted)
         except Diverged as error:
             out[f"{name}_diverged"] = np.asarray([error.step])

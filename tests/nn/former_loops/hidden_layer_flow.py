@@ -31,13 +31,13 @@ def case() -> dict[str, np.ndarray]:
     for name, (kwargs, dtype) in calls.items():
         start = type(net)(*(v.to(dtype) for v in (net.w, net.b, net.beta)))
         res = train_gradient_flow(start, x.to(dtype), y, 0.1, **{"max_dgrad": 1e-2, **kwargs})
-        found[f"{name}/steps"] = np.asarray(res.steps)
+        found[f"{name}/steps"] = np.asarray(res.trajectory.stopped_at)
         for key in ("t", "t_star", "lambda_star", "lambda_max", "stopped", "f0_train"):
             found[f"{name}/{key}"] = getattr(res, key).numpy()
         found[f"{name}/net"] = stack_params(res.net).numpy()
         found[f"{name}/at_t_star"] = stack_params(res.at_t_star).numpy()
-        for key, value in res.history.items():
-            found[f"{name}/history/{key}"] = value.numpy()
+        for key in res.trajectory:  # stored trial-major: (S, T, ...)
+            found[f"{name}/history/{key}"] = res.trajectory[key].movedim(0, 1).numpy()
     bad = x.clone()
     bad[2, 5, 0] = float("nan")
     for sync_every in (1, 4):

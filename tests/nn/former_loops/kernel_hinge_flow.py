@@ -23,5 +23,5 @@ def case() -> dict[str, np.ndarray]:
     for name, res in (("batched", kernel_hinge_flow(gram, y)), ("capped", kernel_hinge_flow(gram, y, max_steps=200)),
                       ("single", kernel_hinge_flow(gram[2], y[2], max_dgrad=1e-3, max_dout=0.05))):
         out.update({f"{name}_coefficients": res.coefficients.numpy(), f"{name}_time": res.time.numpy(),
-                    f"{name}_steps": np.asarray(res.steps), f"{name}_converged": res.converged.numpy()})
+                    f"{name}_steps": np.asarray(res.trajectory.stopped_at), f"{name}_converged": res.converged.numpy()})
     return out

@@ -17,4 +17,4 @@ def case() -> dict[str, np.ndarray]:
     plan = TrainingPlan(adam_steps=40, adam_lr=1e-2, adam_lr_final=1e-3, gd_steps=25, gd_lr=1e-3,
                         adaptive_every=5, adaptive_warmup=10, record_every=4)
     history = fit(model, x, y, 0.01, plan, adaptive=torch.tensor([False, True, True]))
-    return {**history, "weight": model.weight.detach().numpy(), "rho": model.rho.numpy()}
+    return {"step": history.steps, **history.series, "weight": model.weight.detach().numpy(), "rho": model.rho.numpy()}

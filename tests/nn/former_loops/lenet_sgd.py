@@ -25,7 +25,11 @@ def case() -> dict[str, np.ndarray]:
     for name, kwargs in {"odd": {"trials": 3, "steps": 23, "lr": 0.05, "val_every": 7, "check_every": 5},
                          "chunked": {"trials": 2, "steps": 12, "lr": 0.02, "val_every": 4, "val_chunk": 2}}.items():
         model, log = run(**kwargs)
-        out.update({f"{name}.{key}": value for key, value in vars(log).items()})
+        every, validation = log.trajectory, log.validation  # stored trial-major: (R, T, ...)
+        stored = {"sample": every["sample"].T, "label": every["label"].T,
+                  "logits": every["logits"].transpose(1, 0, 2), "train_loss": every["loss"].T,
+                  "val_steps": validation.steps, "val_loss": validation["loss"], "val_acc": validation["accuracy"]}
+        out.update({f"{name}.{key}": value for key, value in stored.items()})
         out.update({f"{name}.param.{key}": value.detach().numpy() for key, value in model.params.items()})
     for check_every in (1, 6, 1000):
         try:

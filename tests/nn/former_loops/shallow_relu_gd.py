@@ -43,9 +43,13 @@ def case() -> dict[str, np.ndarray]:
             value = getattr(result, item.name)
             if item.name == "params":
                 out.update({f"{name}.{p}": v for p, v in zip("abc", value)})
+            elif item.name == "trajectory":
+                out.update({f"{name}.loss_steps": value.steps, f"{name}.loss": value["loss"]})
+            elif item.name == "tracked":
+                out.update({f"{name}.track_steps": value.steps, f"{name}.trajectory": value["neurons"]})
             elif item.name == "snapshots":
-                out[f"{name}.snapshot_steps"] = np.array(sorted(value), dtype=np.int64)
-                out.update({f"{name}.snapshot{s}.{p}": v for s, snap in value.items() for p, v in zip("abc", snap)})
+                out[f"{name}.snapshot_steps"] = value.steps
+                out.update({f"{name}.snapshot{s}.{p}": value[p][i] for i, s in enumerate(value.steps) for p in "abc"})
             else:
                 out[f"{name}.{item.name}"] = np.asarray(value)
     return out

@@ -40,9 +40,11 @@ def case() -> dict[str, np.ndarray]:
 
 
 def keep(out: dict[str, np.ndarray], name: str, result, model: Ensemble) -> None:
-    out.update({f"{name}.steps": result.steps, f"{name}.loss": result.loss, f"{name}.diverged": result.diverged,
-                f"{name}.diverged_at": result.diverged_at, f"{name}.stopped_at": np.array(result.stopped_at)})
-    out.update({f"{name}.records.{key}": value for key, value in result.records.items()})
+    trajectory = result.trajectory
+    out.update({f"{name}.steps": trajectory.steps, f"{name}.loss": trajectory["loss"],
+                f"{name}.diverged": result.diverged, f"{name}.diverged_at": result.diverged_at,
+                f"{name}.stopped_at": np.array(trajectory.stopped_at)})
+    out.update({f"{name}.records.{key}": trajectory[key] for key in trajectory if key != "loss"})
     out.update({f"{name}.{key}": p.detach().numpy() for key, p in model.params.items()})
 
 

@@ -140,7 +140,7 @@ class Amplification(Experiment):
                                 config.max_dgrad, config.stop_fraction, config.max_steps, generator(seed), device,
                                 config.memory_gb)
         d_par = 1 if model == "stripe" else 2
-        return {**flow_summary(res, d_par, net0), **thin(res.history), "p": run.params["p"], "model": model}
+        return {**flow_summary(res, d_par, net0), **thin(res.trajectory), "p": run.params["p"], "model": model}
 
     def analyse(self, config: AmplificationConfig, results: Mapping[str, RunResult]) -> Analysis:
         fig = Figure(figsize=(10, 4))

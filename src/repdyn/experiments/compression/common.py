@@ -25,6 +25,7 @@ from repdyn.nn.hidden_layer import (
     init_hidden_layer,
     train_gradient_flow,
 )
+from repdyn.nn.trajectory import Trajectory
 from repdyn.probes.kernel_pca import kernel_pca
 from repdyn.theory.compression import (
     amplification,
@@ -126,8 +127,8 @@ def train(model: str, d: int, p: int, n_seeds: int, h: int, alpha: float, max_dg
     For α > 10² it stays in float64: F = α(f − f₀) carries float32's rounding of f ~ 1 (10⁻⁷) times α, 10⁻⁵ at
     α = 10² but 10⁻¹ (the dout threshold) at α = 10⁶. Trials
     are integrated in groups that fit ``memory_gb`` (:func:`trial_groups`); each trial's flow is independent of the
-    others, so the grouping changes no number. ``history=False``: no per-step records (an empty
-    ``FlowResult.history``; the same weights, t* and Λ*), for the experiments that store none."""
+    others, so the grouping changes no number. ``history=False``: no per-step records (a
+    ``FlowResult.trajectory`` without series; the same weights, t* and Λ*), for the experiments that store none."""
     x, y, net0 = draw(model, d, p, n_seeds, h, gen, device)
     parts, dtype = [], torch.float32 if alpha <= 100 else torch.float64
     for g in trial_groups(n_seeds, p, h, memory_gb):
@@ -139,7 +140,7 @@ def train(model: str, d: int, p: int, n_seeds: int, h: int, alpha: float, max_dg
 
 
 def _join(parts: list[FlowResult]) -> FlowResult:
-    """One FlowResult of the trial groups, weights in float64; histories padded with each group's final state."""
+    """One FlowResult of the trial groups, weights in float64; trajectories padded with each group's final state."""
     def cat(get, dim=0):
         return torch.cat([get(r) for r in parts], dim=dim)
 
@@ -147,16 +148,17 @@ def _join(parts: list[FlowResult]) -> FlowResult:
         return HiddenLayerNet(cat(lambda r: get(r).w).double(), cat(lambda r: get(r).b).double(),
                               cat(lambda r: get(r).beta).double())
 
-    length = max(r.history["t"].shape[1] for r in parts) if parts[0].history else 0
+    longest = max((r.trajectory for r in parts), key=len)
 
     def padded(v: torch.Tensor) -> torch.Tensor:
-        missing = length - v.shape[1]
-        return torch.cat([v, v[:, -1:].expand(-1, missing, *v.shape[2:])], dim=1) if missing else v
+        missing = len(longest) - v.shape[0]
+        return torch.cat([v, v[-1:].expand(missing, *v.shape[1:])]) if missing else v
 
-    history = {k: cat(lambda r, k=k: padded(r.history[k])) for k in parts[0].history}
+    series = {k: cat(lambda r, k=k: padded(r.trajectory[k]), dim=1) for k in parts[0].trajectory}
+    trajectory = Trajectory(longest.steps, series, max(r.trajectory.stopped_at for r in parts))
     return FlowResult(nets(lambda r: r.net), cat(lambda r: r.f0_train), cat(lambda r: r.t), cat(lambda r: r.t_star),
                       cat(lambda r: r.lambda_star).double(), cat(lambda r: r.lambda_max).double(),
-                      nets(lambda r: r.at_t_star), cat(lambda r: r.stopped), max(r.steps for r in parts), history)
+                      nets(lambda r: r.at_t_star), cat(lambda r: r.stopped), trajectory)
 
 
 FIT_TOLERANCE = 1e-3
@@ -185,10 +187,12 @@ def min_over_runs(runs: list[Mapping[str, Any]], key: str, transform, where: str
                                   f"median {np.round(np.median(table, 1), 3).tolist()}")
 
 
-def thin(history: dict[str, torch.Tensor], n: int = 400) -> dict[str, np.ndarray]:
-    length = history["t"].shape[-1]
+def thin(trajectory: Trajectory, n: int = 400) -> dict[str, np.ndarray]:
+    """At most ``n`` of the recorded steps, evenly spread, of every series but the neurons: ``history_<name>`` (S, n),
+    one row per trial."""
+    length = len(trajectory)
     idx = np.unique(np.linspace(0, length - 1, min(n, length)).astype(int))
-    return {f"history_{k}": v[..., idx].cpu().numpy() for k, v in history.items() if k != "neurons"}
+    return {f"history_{k}": trajectory[k][idx].T.contiguous().cpu().numpy() for k in trajectory if k != "neurons"}
 
 
 def slope(p: np.ndarray, values: np.ndarray) -> float:
@@ -210,7 +214,7 @@ def flow_summary(res: FlowResult, d_parallel: int, net0) -> dict[str, np.ndarray
     lam0 = amplification(net0.w, d_parallel)
     return {"t_star": res.t_star.cpu().numpy(), "lambda_star": res.lambda_star.cpu().numpy(),
             "lambda_max": res.lambda_max.cpu().numpy(), "lambda0": lam0.cpu().numpy(),
-            "stopped": res.stopped.cpu().numpy(), "steps": res.steps}
+            "stopped": res.stopped.cpu().numpy(), "steps": res.trajectory.stopped_at}
 
 
 def svm_error(gram_train: torch.Tensor, y: torch.Tensor, gram_test: torch.Tensor, y_test: torch.Tensor) -> np.ndarray:

@@ -143,8 +143,8 @@ def cylinder_protocol(config: LearningCurveConfig, p: int, seed: int, device: st
     xt, yt = sample_manifold("cylinder", config.n_test, config.d_cylinder, gen, batch=(config.cylinder_seeds,),
                              device=device)
     return {**feature_errors(config, net0, res.net, xt, yt), "lazy": arccos_svm_error(x, y, xt, yt, config.memory_gb),
-            "stopped": res.stopped.cpu().numpy(), "steps": res.steps, "t_star": res.t_star.cpu().numpy(),
-            "fitted": fitted_fraction(res, x, y, config.alpha, config.memory_gb)}
+            "stopped": res.stopped.cpu().numpy(), "steps": res.trajectory.stopped_at,
+            "t_star": res.t_star.cpu().numpy(), "fitted": fitted_fraction(res, x, y, config.alpha, config.memory_gb)}
 
 
 class LearningCurves(Experiment):

@@ -33,6 +33,7 @@ from repdyn.framework.config import ConfigError, check_data_folder, param
 from repdyn.nn.driver import AdaptiveEuler, drive
 from repdyn.nn.losses import hinge_of_margins, softplus_hinge
 from repdyn.nn.mnas_cnn import MnasCNN
+from repdyn.nn.trajectory import Trajectory
 from repdyn.probes.intrinsic_dimension import curve_fraction, two_nn
 from repdyn.probes.ntk import empirical_ntk_with_gram
 from repdyn.theory.compression import classification_error
@@ -172,6 +173,15 @@ def softhinge(margins: torch.Tensor, alpha: float) -> torch.Tensor:
     return softplus_hinge(margins, 3.0).mean() / (3.0 * alpha)
 
 
+@dataclass(frozen=True)
+class CNNFit:
+    """What a CNN fit returns: whether every margin reached 1 (zero hinge loss) and its trajectory, the steps taken
+    (``stopped_at``; no series recorded)."""
+
+    fitted: bool
+    trajectory: Trajectory
+
+
 class _AdamFit:
     """The step rule of :func:`_fit_cnn_adam`: one Adam step on the hinge loss, then the forward pass whose margins
     the stop test and the next step read."""
@@ -216,8 +226,8 @@ class _AdamFit:
         self.optimiser.load_state_dict(state["optimizer"])
         self.forward()
 
-    def result(self, steps: int) -> tuple[int, bool]:
-        return steps, self.done()
+    def result(self, steps: int) -> CNNFit:
+        return CNNFit(self.done(), Trajectory(np.zeros(0, dtype=np.int64), {}, steps))
 
     def final(self) -> dict:
         return {"model": {name: value.detach().clone() for name, value in self.model.state_dict().items()}}
@@ -227,9 +237,9 @@ class _AdamFit:
 
 
 def _fit_cnn_adam(model: MnasCNN, x: torch.Tensor, y: torch.Tensor, alpha: float, lr: float, max_steps: int
-                  ) -> tuple[int, bool]:
+                  ) -> CNNFit:
     """Full-batch Adam on the hinge loss (1/α)·mean(max(0, 1 − y α f̃)) of f̃ = f − f₀ (the centred, α-scaled
-    network of spec 003 §2.1); stops at zero hinge loss. Returns the steps taken and whether it fitted. The
+    network of spec 003 §2.1); stops at zero hinge loss. Returns whether it fitted and the steps taken. The
     optimiser of the quick and full scales (``optimiser = "adam"``). Run by :func:`repdyn.nn.driver.drive`
     (checkpoints, progress, divergence of the loss)."""
     with torch.no_grad():
@@ -315,9 +325,9 @@ class _MomentumFit:
         for name in self._STATE:
             setattr(self, name, state[name].to(self.x.device))
 
-    def result(self, steps: int) -> tuple[int, bool]:
+    def result(self, steps: int) -> CNNFit:
         self.load_parameters(self.theta)
-        return int(self.steps), bool(self.fitted())
+        return CNNFit(bool(self.fitted()), Trajectory(np.zeros(0, dtype=np.int64), {}, int(self.steps)))
 
     def final(self) -> dict:
         return {"theta": self.theta.clone()}
@@ -328,15 +338,15 @@ class _MomentumFit:
 
 def _fit_cnn_momentum(model: MnasCNN, x: torch.Tensor, y: torch.Tensor, alpha: float, tau: float,
                       max_dgrad: float, max_dout: float, max_steps: int, sync_every: int | None = None
-                      ) -> tuple[int, bool]:
+                      ) -> CNNFit:
     """The authors' MNIST optimiser (spec 003 §2.4, §2.13): full-batch continuous momentum on the softhinge loss,
     v ← e^{−dt/τ} v − (1 − e^{−dt/τ}) g, θ ← θ + dt v (τ = 0: gradient flow), with the adaptive step of the
     stripe flow: a trial step is accepted when the gradient change ‖g − g'‖²/(‖g‖‖g'‖) < max_dgrad and the
     output change max|α(f' − f)| < max_dout (dt × 1.1 when both are under half their threshold), else undone with
     dt ÷ 10 (:class:`~repdyn.nn.driver.AdaptiveEuler` with calm = 0.5, no jumps). Stops when every margin
-    y α f̃ ≥ 1 or after ``max_steps`` trial steps (each one forward and one backward pass). Returns the trial steps
-    taken and whether it fitted. Run by :func:`repdyn.nn.driver.drive` (checkpoints, progress, divergence of the
-    gradient norm).
+    y α f̃ ≥ 1 or after ``max_steps`` trial steps (each one forward and one backward pass). Returns whether it fitted
+    and the trial steps taken (its trajectory's ``stopped_at``). Run by :func:`repdyn.nn.driver.drive` (checkpoints,
+    progress, divergence of the gradient norm).
 
     Device-resident, as ``nn.hidden_layer.train_gradient_flow``: dt, the accept test and the stop flag are tensors
     updated by ``torch.where``; the host looks (to stop the loop, to check for NaN) only every ``sync_every`` steps
@@ -480,15 +490,14 @@ class RealImages(Experiment):
         model = _seeded_cnn(config.width, seed, device)
         net0 = copy.deepcopy(model)
         if config.optimiser == "adam":
-            steps, fitted = _fit_cnn_adam(model, x[train], y[train], config.alpha, config.lr, config.max_steps)
+            fit = _fit_cnn_adam(model, x[train], y[train], config.alpha, config.lr, config.max_steps)
         else:
-            steps, fitted = _fit_cnn_momentum(model, x[train], y[train], config.alpha,
-                                              config.tau_over_h * config.width, config.max_dgrad, config.max_dout,
-                                              config.max_steps, config.sync_every or None)
+            fit = _fit_cnn_momentum(model, x[train], y[train], config.alpha, config.tau_over_h * config.width,
+                                    config.max_dgrad, config.max_dout, config.max_steps, config.sync_every or None)
         with torch.no_grad():
             f_test = config.alpha * (model(x[test]) - net0(x[test]))
-        out: dict = {"network": float(classification_error(f_test, y[test])), "steps": steps, "fitted": fitted,
-                     "n_test": int(test.numel()), "side": side}
+        out: dict = {"network": float(classification_error(f_test, y[test])), "steps": fit.trajectory.stopped_at,
+                     "fitted": fit.fitted, "n_test": int(test.numel()), "side": side}
         xk, yk, xt, yt = x[kernel_set], y[kernel_set], x[test], y[test]
         r = config.n_modes
         for label, net in (("init", net0), ("final", model)):

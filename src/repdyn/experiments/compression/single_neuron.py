@@ -158,11 +158,11 @@ class SingleNeuron(Experiment):
         res = train_gradient_flow(net0, x, y, config.alpha, max_dgrad=config.max_dgrad,
                                   stop_fraction=config.fit_fraction, max_steps=config.max_steps,
                                   trace_neurons=config.width, record_every=record_every)
-        fitted = res.history["fitted"][0].cpu().numpy()
+        fitted = res.trajectory["fitted"][:, 0].cpu().numpy()
         reached = fitted >= T_STAR_FRACTION + 1.5 / config.p
         cut = int(np.argmax(reached)) + 1 if reached.any() else len(fitted)  # the records up to just after t*
-        all_times = res.history["t"][0].cpu().numpy()
-        neurons = res.history["neurons"][0].permute(1, 0, 2).cpu().numpy()  # (h, T, d + 2), the whole run
+        all_times = res.trajectory["t"][:, 0].cpu().numpy()
+        neurons = res.trajectory["neurons"][:, 0].permute(1, 0, 2).cpu().numpy()  # (h, T, d + 2), the whole run
         times = all_times[:cut]
         keep = np.unique(np.linspace(0, len(times) - 1, min(200, len(times))).astype(int))
         keep = keep[np.concatenate([[True], np.diff(times[keep]) > 0])]
@@ -174,7 +174,7 @@ class SingleNeuron(Experiment):
         return {"t": times[keep], "network": net_traj, "ode": ode, "t_star": float(res.t_star[0]),
                 "stopped": res.stopped.cpu().numpy(), "end": end, "fitted_end": float(fitted[-1]),
                 "run_t": all_times[thin], "run_fitted": fitted[thin],
-                "run_loss": res.history["loss"][0].cpu().numpy()[thin],
+                "run_loss": res.trajectory["loss"][:, 0].cpu().numpy()[thin],
                 "run_zeta": offset_along_e1(neurons[:, thin])}
 
     def analyse(self, config: SingleNeuronConfig, results: Mapping[str, RunResult]) -> Analysis:

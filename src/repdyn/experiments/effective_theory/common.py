@@ -161,9 +161,9 @@ def train_two_point(*, activation: str, depth: int, width: int, gains: Sequence[
     result = train(model, x, y, steps=steps, lr=list(lrs), optimizer=optimizer, generator=generator,
                    schedule=Schedule.every(record_every, steps),
                    recorders={"pair": two_point_recorder(x, y, layers)})
-    state = TwoPointState.unpack(torch.as_tensor(result.records["pair"]), len(layers))
-    return {"steps": result.steps.astype(float), "u": state.u.numpy(), "v": state.v.numpy(),
-            "w": state.w.numpy(), "ybar": state.ybar[..., 0].numpy(), "loss": result.loss,
+    state = TwoPointState.unpack(torch.as_tensor(result.trajectory["pair"]), len(layers))
+    return {"steps": result.trajectory.steps.astype(float), "u": state.u.numpy(), "v": state.v.numpy(),
+            "w": state.w.numpy(), "ybar": state.ybar[..., 0].numpy(), "loss": result.trajectory["loss"],
             "X": np.asarray(dx, dtype=float) ** 2, "Y": np.asarray(dy, dtype=float) ** 2,
             "gains": np.asarray(gains, dtype=float), "lrs": np.asarray(lrs, dtype=float), "flipped": flipped}
 

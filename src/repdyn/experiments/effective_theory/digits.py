@@ -338,7 +338,8 @@ class DigitsStructure(Experiment):
                            batch_size=None if full_batch else config.batch_size, generator=generator,
                            schedule=Schedule(sorted({0, steps}), steps))
             return {"hidden0": hidden0.cpu().numpy(), "outputs0": outputs0.cpu().numpy(),
-                    "hidden": activations(model, xt[points], [layer])[layer].cpu().numpy(), "loss": result.loss}
+                    "hidden": activations(model, xt[points], [layer])[layer].cpu().numpy(),
+                    "loss": result.trajectory["loss"]}
         pairs = taylor_pairs(len(labels), config.taylor_pairs, seed)
         taylor0 = taylor_ratios(model, xt, pairs, layer) if structure else {}
         # Fig. 14 probes the network after taylor_epochs (paper: 30 of the 200): train in segments up to it and on.
@@ -353,10 +354,11 @@ class DigitsStructure(Experiment):
                            schedule=Schedule(chosen, end - start),
                            recorders={"pair": two_point_recorder(xt[[i0, i1]], yt[[i0, i1]], [layer])})
             # keep the steps of the one-segment schedule (a boundary is recorded twice, or off the schedule)
-            keep = np.isin(result.steps + start, wanted) & ((result.steps > 0) | (start == 0))
-            recorded.append(result.steps[keep] + start)
-            losses.append(result.loss[keep])
-            records.append(result.records["pair"][keep])
+            segment = result.trajectory
+            keep = np.isin(segment.steps + start, wanted) & ((segment.steps > 0) | (start == 0))
+            recorded.append(segment.steps[keep] + start)
+            losses.append(segment["loss"][keep])
+            records.append(segment["pair"][keep])
             if structure and end == probe_step:
                 taylor = taylor_ratios(model, xt, pairs, layer) if end else taylor0  # untrained: the same network
             start = end

@@ -33,8 +33,9 @@ def train_recording(x: np.ndarray, y: np.ndarray, probe_x: np.ndarray, *, activa
     result = train(model, xt, yt, steps=steps, lr=list(lrs), optimizer=optimizer, batch_size=batch_size,
                    generator=generator, schedule=Schedule(record_steps, steps),
                    recorders={"hidden": activation_recorder(probe, layer), "outputs": output_recorder(probe)})
-    return {"steps": result.steps.astype(float), "hidden": result.records["hidden"],
-            "outputs": result.records["outputs"], "loss": result.loss}
+    trajectory = result.trajectory
+    return {"steps": trajectory.steps.astype(float), "hidden": trajectory["hidden"], "outputs": trajectory["outputs"],
+            "loss": trajectory["loss"]}
 
 
 def pairwise(a: np.ndarray) -> np.ndarray:

@@ -53,9 +53,10 @@ def train_log(x_train: np.ndarray, y_train: np.ndarray, x_val: np.ndarray, y_val
                                steps=steps, lr=lr, generator=gen, val_every=val_every, val_chunk=val_chunk)
     finally:
         torch.set_num_threads(threads)
-    return {"label": log.label.astype(np.int8), "logits": log.logits.astype(np.float32),
-            "train_loss": log.train_loss.astype(np.float32), "val_steps": log.val_steps,
-            "val_loss": log.val_loss, "val_acc": log.val_acc}
+    every, validation = log.trajectory, log.validation  # stored trial-major: (R, T, ...)
+    return {"label": every["label"].T.astype(np.int8), "logits": every["logits"].transpose(1, 0, 2).astype(np.float32),
+            "train_loss": every["loss"].T.astype(np.float32), "val_steps": validation.steps,
+            "val_loss": validation["loss"], "val_acc": validation["accuracy"]}
 
 
 @torch.no_grad()

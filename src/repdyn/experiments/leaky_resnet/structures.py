@@ -52,6 +52,7 @@ from repdyn.framework.claims import (
 )
 from repdyn.framework.config import ConfigError, param
 from repdyn.nn.leaky_resnet import fit
+from repdyn.nn.trajectory import Trajectory
 
 
 @dataclass(frozen=True)
@@ -297,10 +298,10 @@ class Structures(Experiment):
         if config.continuation:
             return self._continuation(config, ltildes, task, seed, device, first)
         model = batched_students(config, config.depth, ltildes, seed, first=first).to(device=device)
-        history = fit(model, task.x_train.to(device), task.y_train.to(device), config.lam, plan(config),
-                      adaptive=torch.ones(model.members, dtype=torch.bool, device=device))
+        trajectory = fit(model, task.x_train.to(device), task.y_train.to(device), config.lam, plan(config),
+                         adaptive=torch.ones(model.members, dtype=torch.bool, device=device))
         model, finished = finish(model, task, config)
-        return _result(config, model, history, task, (config.seeds, len(ltildes)), finished)
+        return _result(config, model, trajectory, task, (config.seeds, len(ltildes)), finished)
 
     def _continuation(self, config: StructuresConfig, ltildes, task, seed: int, device: str,
                       first: int = 0) -> RunResult:
@@ -320,11 +321,11 @@ class Structures(Experiment):
                     model.ltilde.fill_(lt)
                     model.rho.copy_(torch.clamp(model.rho, max=0.9 / lt))
                     model.rho.div_(model.rho.sum(-1, keepdim=True))
-            history = fit(model, x, y, config.lam, plan(config) if k == 0 else stage, adaptive=adaptive)
+            trajectory = fit(model, x, y, config.lam, plan(config) if k == 0 else stage, adaptive=adaptive)
             finished = None
             if k == len(order) - 1:
                 model, finished = finish(model, task, config)
-            parts.append(_result(config, model, history, task, (config.seeds, 1), finished))
+            parts.append(_result(config, model, trajectory, task, (config.seeds, 1), finished))
         return sweep_of(parts)
 
     def analyse(self, config: StructuresConfig, results: Mapping[str, RunResult]) -> Analysis:
@@ -435,15 +436,15 @@ def seeds_of(parts: Sequence[RunResult]) -> RunResult:
             if isinstance(value, np.ndarray) and value.ndim >= 2 else value for key, value in first.items()}
 
 
-def _result(config: StructuresConfig, model, history, task, shape: tuple[int, int],
+def _result(config: StructuresConfig, model, trajectory: Trajectory, task, shape: tuple[int, int],
             finished: dict[str, np.ndarray] | None = None) -> RunResult:
     """Fit and float64 diagnostics of every member, reshaped to (seeds, L~, ...); the L-BFGS finish's objective and
     median stationarity residual before and after it and its iterations (NaN / 0 without one)."""
     nothing = {"objective": np.full((model.members, 2), np.nan), "residual": np.full((model.members, 2), np.nan),
                "iterations": np.zeros(model.members, dtype=np.int64)}
     finished = finished if finished is not None else nothing
-    result: RunResult = {"objective": np.asarray(history["objective"][-1]).reshape(shape) if len(
-                             history["objective"]) else np.full(shape, np.nan),
+    result: RunResult = {"objective": np.asarray(trajectory["objective"][-1]).reshape(shape) if len(
+                             trajectory["objective"]) else np.full(shape, np.nan),
                          "test_error": test_error(model, task).reshape(shape),
                          "train_error": train_error(model, task).reshape(shape),
                          "bottleneck_rank": task.bottleneck_rank,

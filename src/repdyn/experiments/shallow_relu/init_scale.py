@@ -138,8 +138,8 @@ class InitScale(Experiment):
         fit = fit_measures(x, y, a, b, c, alphas)
         f0 = evaluate(hull(x, y)[0], a0, b0, c0, alphas)
         return {"f": fit["f"], "f0": f0, "D": fit["D"], "K": fit["K"], "a": a, "b": b, "c": c,
-                "kernel_change": sr.kernel_change(res.ntk_initial, res.ntk_final), "loss": res.loss[-1],
-                "loss0": res.loss[0], "delta_mean": sr.layer_imbalance(a0, b0, c0).mean(-1),
+                "kernel_change": sr.kernel_change(res.ntk_initial, res.ntk_final), "loss": res.trajectory["loss"][-1],
+                "loss0": res.trajectory["loss"][0], "delta_mean": sr.layer_imbalance(a0, b0, c0).mean(-1),
                 "displacement": sr.knot_displacement(x, a0, b0, a, b, c0 * np.hypot(a0, b0))}
 
     def analyse(self, config: InitScaleConfig, results: Mapping[str, RunResult]) -> Analysis:

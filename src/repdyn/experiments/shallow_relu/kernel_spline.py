@@ -137,7 +137,7 @@ class KernelSpline(Experiment):
             f_gd = evaluate(grid, a[None], b[None], res.params[2][i:i + 1, :m], np.array([alpha]))[0]
             f_t = evaluate(grid, a[None], b[None], c_t[None], np.array([alpha]))[0]
             gaps.append(np.max(np.abs(f_gd - f_t)) / np.max(np.abs(y)))
-            loss_ratio.append(res.loss[-1, i] / res.loss[0, i])
+            loss_ratio.append(res.trajectory["loss"][-1, i] / res.trajectory["loss"][0, i])
         return {"gd_widths": np.array(config.gd_widths), "gap": np.array(gaps), "loss_ratio": np.array(loss_ratio),
                 "steps": res.steps}
 

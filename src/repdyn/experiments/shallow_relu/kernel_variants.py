@@ -141,9 +141,10 @@ class KernelVariants(Experiment):
             d_all.append(sr.rms_distance(f_all[i], cubic))
             d_c.append(sr.rms_distance(f_c, cubic))
             curves.append(f_c)
+        loss = res.trajectory["loss"]
         return {"gap": np.array(gaps), "d_cub_all": np.array(d_all), "d_cub_c": np.array(d_c),
                 "f_all": f_all[0], "f_c": curves[0],
-                "loss_ratio": res.loss[-1] / res.loss[0], "halved": res.lr_fraction < config.lr_fraction,
+                "loss_ratio": loss[-1] / loss[0], "halved": res.lr_fraction < config.lr_fraction,
                 "separation": float(sr.rms_distance(cubic, linear))}
 
     @staticmethod

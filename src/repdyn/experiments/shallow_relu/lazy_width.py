@@ -76,7 +76,8 @@ class LazyWidth(Experiment):
         moved = np.sum(np.abs(r0) * turn, -1) / np.sum(np.abs(r0), -1)
         with np.errstate(divide="ignore", invalid="ignore"):
             speed = moved / res.time
-        return {"speed": speed, "time": res.time, "loss_fraction": res.loss[-1] / res.loss[0]}
+        loss = res.trajectory["loss"]
+        return {"speed": speed, "time": res.time, "loss_fraction": loss[-1] / loss[0]}
 
     def analyse(self, config: LazyWidthConfig, results: Mapping[str, RunResult]) -> Analysis:
         widths = np.array(config.widths, dtype=float)

@@ -313,9 +313,9 @@ class RegimeCrossover(Experiment):
                         fit=fit_residual(x, y, *res.params, alphas))
         out = {k: v.reshape(*shape, *v.shape[1:]) for k, v in measures.items()}
         a, b, c = (p.reshape(*shape, -1) for p in res.params)
-        loss = res.loss[-1].reshape(shape)
+        loss = res.trajectory["loss"][-1].reshape(shape)
         out.update(seed_index=np.array(members), lambdas=lambdas, a=a, b=b, c=c, loss=loss,
-                   loss0=res.loss[0].reshape(shape), time=res.time.reshape(shape),
+                   loss0=res.trajectory["loss"][0].reshape(shape), time=res.time.reshape(shape),
                    dead_negative=dead_fraction(x, a, b, c))
         if mode == "converge":
             return out

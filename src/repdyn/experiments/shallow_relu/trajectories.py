@@ -117,7 +117,7 @@ class NeuronTrajectories(Experiment):
         a, b, c = res.params
         a0, b0, c0 = (np.stack(p) for p in zip(*nets))
         fit = fit_measures(x, y, a, b, c, np.full(len(nets), alpha))
-        sa, sb, sc = res.snapshots[snap]
+        sa, sb, sc = (res.snapshots.at(snap)[name] for name in "abc")
         occupancy = []
         for k in range(config.seeds):
             adaptive = 2 * k + 1
@@ -125,15 +125,16 @@ class NeuronTrajectories(Experiment):
             now = _attractor_knots(x, rho, sa[adaptive], sb[adaptive], sc[adaptive])
             occupancy.append((*now, _attractor_knots(x, rho, a0[adaptive], b0[adaptive], c0[adaptive])[0]))
         occupancy = np.array(occupancy)
-        _, theta_t = sr.to_canonical(res.trajectory[..., 0], res.trajectory[..., 1], res.trajectory[..., 2], 1.0)
+        neurons = res.tracked["neurons"]  # (T', seeds, k, 3)
+        _, theta_t = sr.to_canonical(neurons[..., 0], neurons[..., 1], neurons[..., 2], 1.0)
         pair = (config.seeds, 2)
         return {"a0": a0[:2], "b0": b0[:2], "c0": c0[:2], "a": a[:2], "b": b[:2], "c": c[:2], "f": fit["f"][:2],
                 "K": fit["K"].reshape(pair), "D": fit["D"].reshape(pair),
                 "K0": sr.knot_clustering(x, a0, b0, c0).reshape(pair),
-                "loss": res.loss[-1].reshape(pair), "loss0": res.loss[0].reshape(pair),
+                "loss": res.trajectory["loss"][-1].reshape(pair), "loss0": res.trajectory["loss"][0].reshape(pair),
                 "knot_change": np.nanmax(np.abs(sr.knots(a, b) - sr.knots(a0, b0)), axis=-1).reshape(pair),
                 "angle_change": np.abs(theta_t - theta_t[:1]).max(axis=(0, 2)).reshape(pair),
-                "trajectory": res.trajectory[:, :2], "snapshot_step": snap,
+                "trajectory": neurons[:, :2], "snapshot_step": snap,
                 "snapshot": np.stack([sa[1], sb[1], sc[1]]), "occupancy": occupancy[:, 0],
                 "occupancy_mass": occupancy[:, 1], "occupancy_chance": occupancy[:, 2],
                 "occupancy0": occupancy[:, 3], "dead_negative": dead_fraction(x, a, b, c).reshape(pair)}
