@@ -222,8 +222,8 @@ class AdaptiveEuler:
     ``jumps`` (ours, not in the paper or its code) judges a step of a piecewise-smooth flow by dout alone where it is a
     jump: a step across which a training point enters or leaves the hinge's active set (``margin_event``), or a
     retry after a dgrad rejection whose dgrad fell by less than 10× (a smooth change falls ~100× per ÷10 of dt).
-    ``dgrad_free_dt``: below this dt the dgrad test is skipped (only dout is checked). ``grow_on_jumps``: a step
-    accepted without the dgrad test may grow dt when dout allows it.
+    Trials that :meth:`decide` is told are ``dgrad_free`` (a rule's dt below its limit) skip the dgrad test: only dout
+    is checked. ``grow_on_jumps``: a step accepted without the dgrad test may grow dt when dout allows it.
     """
 
     max_dgrad: float = 1e-4
