@@ -35,6 +35,10 @@ from repdyn.framework.claims import ClaimSpec, CloseTo, Disagreement, Measured, 
 from repdyn.framework.config import param
 from repdyn.theory import effective_theory as et
 
+PLATEAU_GAIN = 1.3
+PLATEAU_RUN = "gain13_wide"
+"""The run of no_plateau_large where ``plateau_trials`` > 0: gain 1.3 at the notebook's width and step (at width 64
+u(0) spreads over 0.05-0.52 between seeds and the authors' own width-64 networks exceed the band on 3 of 5 seeds)."""
 DEFAULT_GAIN = TABLE1["default"].gain
 """Gain 1.0: Table 1's default row (its learning rate is INIT_SCALES[1.0]), whose networks are the first ``trials`` of
 the shared default ensemble (common.DEFAULT_NETWORKS), not trained again here."""
@@ -45,6 +49,14 @@ class InitScaleConfig(DefaultRunConfig):
     gains: tuple[float, ...] = param(tuple(INIT_SCALES), choices=tuple(INIT_SCALES),
                                      help="leaky-ReLU gains of Table 1 (each with its own learning rate)")
     trials: int = param(3, ge=1, help="independent networks per gain (one ensemble; the paper shows one each)")
+    plateau_trials: int = param(0, ge=0, help="gain-1.3 networks of its own run for no_plateau_large, trained at "
+                                "plateau_width for plateau_steps at Table 1's rate × plateau_time_compression (0: the "
+                                "claim reads the gain-1.3 networks of the gains run)")
+    plateau_width: int = param(500, ge=2, help="width of the no_plateau_large run (2_points.ipynb: 500)")
+    plateau_steps: int = param(6000, ge=1, help="GD steps of the no_plateau_large run (2_points.ipynb: 6000 epochs; "
+                               "none where steps = 0, the untrained control)")
+    plateau_time_compression: float = param(1.0, gt=0, help="Table 1's gain-1.3 rate × this in the no_plateau_large "
+                                            "run (2_points.ipynb: 1, i.e. 0.00075)")
 
 
 def by_gain(config: InitScaleConfig, results: Mapping[str, dict]) -> dict[str, np.ndarray]:
@@ -85,7 +97,8 @@ class InitialWeightScale(Experiment):
         "smoke": InitScaleConfig(gains=(0.9, 1.3, 1.4), width=32, depth=4, steps=400, time_compression=31.25,
                                  record_every=5),
         "quick": InitScaleConfig(width=64, steps=3000, time_compression=2.0, record_every=10),
-        "full": InitScaleConfig(width=64, steps=3000, time_compression=2.0, record_every=10, trials=10, networks=10),
+        "full": InitScaleConfig(width=64, steps=3000, time_compression=2.0, record_every=10, trials=10, networks=10,
+                                plateau_trials=20),
         "paper": InitScaleConfig(),
     }
     claims = (
@@ -165,12 +178,23 @@ class InitialWeightScale(Experiment):
 
     def runs(self, config: InitScaleConfig) -> list[RunSpec]:
         others = [g for g in config.gains if g != DEFAULT_GAIN]
-        return ([RunSpec("gains", {"gains": others})] if others else []) + (
+        wide = ([RunSpec(PLATEAU_RUN, {"gain": PLATEAU_GAIN})]
+                if config.plateau_trials and PLATEAU_GAIN in config.gains else [])
+        return ([RunSpec("gains", {"gains": others})] if others else []) + wide + (
             [default_networks(config)] if DEFAULT_GAIN in config.gains else [])
 
     def execute(self, config: InitScaleConfig, run: RunSpec, seed: int, device: str) -> dict:
         if run.shared:
             return train_default_networks(run.params, seed, device)
+        if run.label == PLATEAU_RUN:
+            k = config.plateau_trials
+            return train_two_point(activation="leaky_relu", depth=config.depth, width=config.plateau_width,
+                                   gains=[PLATEAU_GAIN] * k,
+                                   lrs=[INIT_SCALES[PLATEAU_GAIN] * config.plateau_time_compression] * k,
+                                   seeds=[seed + i for i in range(k)],
+                                   steps=config.plateau_steps if config.steps else 0,  # steps = 0: untrained control
+                                   record_every=config.record_every, dx=[config.dx] * k, dy=[config.dy] * k,
+                                   device=device, generator_seed=seed)
         # every network keeps its place in the gains × trials list, and with it its seed (seed + place)
         places = [i for i, g in enumerate(g for g in config.gains for _ in range(config.trials)) if g != DEFAULT_GAIN]
         gains = [config.gains[i // config.trials] for i in places]
@@ -251,7 +275,22 @@ class InitialWeightScale(Experiment):
             g = index[0.9]
             analysis.measured["plateau_small"] = Measured(gated(plateau[g], ok[g]), conv)
             analysis.measured["loss_plateau"] = Measured(gated(half_loss[g], ok[g]), conv)
-        if 1.3 in index:
+        if PLATEAU_RUN in results:  # no_plateau_large and its precondition read the run at the notebook's settings
+            wide = select_networks(results[PLATEAU_RUN], range(config.plateau_trials), 0)
+            t_wide = wide["steps"] * config.plateau_time_compression
+            wide_plateau = np.array([plateau_fraction(t_wide, wide["u"][:, k]) for k in range(config.plateau_trials)])
+            wide_ok = converged(wide["loss"])
+            analysis.states["gain13_escape"] = Measured(plateau_ratio(wide["loss"], Y).tolist(),
+                                                        "final loss / (Y/8) of the gain-1.3 networks at width "
+                                                        f"{config.plateau_width}")
+            analysis.measured["no_plateau_large"] = Measured(gated(wide_plateau, wide_ok), (
+                f"width {config.plateau_width}, {config.plateau_steps} steps at {INIT_SCALES[PLATEAU_GAIN]:g} × "
+                f"{config.plateau_time_compression:g}; converged {int(wide_ok.sum())} of {config.plateau_trials}"))
+            for k in range(config.plateau_trials):
+                analysis.metrics.append({"gain": PLATEAU_GAIN, "trial": k, "width": config.plateau_width,
+                                         "lr": wide["lrs"][k], "u0": wide["u"][0, k], "u_final": wide["u"][-1, k],
+                                         "final_loss": wide["loss"][-1, k], "plateau_fraction": wide_plateau[k]})
+        elif 1.3 in index:
             g = index[1.3]
             analysis.measured["no_plateau_large"] = Measured(gated(plateau[g], ok[g]), conv)
         if small:
