@@ -112,7 +112,9 @@ class InitialWeightScale(Experiment):
                   band_reason="our choice: half the plateau threshold, immediate exponential decay (App. A.5)",
                   control=UNTRAINED,
                   preconditions=(escaped("gain13_escape", "every gain-1.3 network"),),
-                  full_only="quick's 3 trials straddle the band (0.17, 0.18, 0.003); the full scale's 10 decide it",
+                  full_only="measured on networks of its own at 2_points.ipynb's width 500 and step (0.00075 × 6000 "
+                            "epochs; about 54 CPU-s each, beyond quick's budget); quick's 3 width-64 trials straddle "
+                            "the band (0.17, 0.18, 0.003)",
                   disagreement=Disagreement(
                       settings="gain 1.3 at its Table-1 rate × 2 for 3000 epochs, the code's data, read-out layer 10; "
                                "full: width 64, float64, 10 trials; the authors' code (2_points.ipynb's row gain_1.3, "
