@@ -294,7 +294,7 @@ def test_depth_control_and_init_scale_read_one_shared_ensemble_of_default_networ
 
 
 def test_no_plateau_large_reads_its_own_run_at_the_notebooks_width_and_step():
-    """With plateau_trials (full: 20), gain 1.3 gets a run of its own at plateau_width (2_points.ipynb: 500) for
+    """With plateau_trials (full: 15), gain 1.3 gets a run of its own at plateau_width (2_points.ipynb: 500) for
     plateau_steps at Table 1's rate (0.00075), which no_plateau_large and its precondition read instead of the gains
     run's width-64 networks; quick and paper have none (quick: the claim is full only; paper: the gains run is
     already at the notebook's settings); the untrained control trains it for 0 steps."""
@@ -304,7 +304,7 @@ def test_no_plateau_large_reads_its_own_run_at_the_notebooks_width_and_step():
     exp = next(e for e in EXPERIMENTS if e.name == "effective_theory.init_scale")
     full = exp.config("full")
     assert (full.plateau_trials, full.plateau_width, full.plateau_steps, full.plateau_time_compression) == (
-        20, 500, 6000, 1.0)
+        15, 500, 6000, 1.0)
     assert INIT_SCALES[1.3] == 0.00075  # Table 1; 2_points.ipynb: the file's 0.0015 halved, 3000 epochs doubled
     for scale in ("quick", "paper"):
         assert PLATEAU_RUN not in [r.label for r in exp.runs(exp.config(scale))]

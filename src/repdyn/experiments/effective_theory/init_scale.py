@@ -98,7 +98,7 @@ class InitialWeightScale(Experiment):
                                  record_every=5),
         "quick": InitScaleConfig(width=64, steps=3000, time_compression=2.0, record_every=10),
         "full": InitScaleConfig(width=64, steps=3000, time_compression=2.0, record_every=10, trials=10, networks=10,
-                                plateau_trials=20),
+                                plateau_trials=15),
         "paper": InitScaleConfig(),
     }
     claims = (
