@@ -321,6 +321,7 @@ def test_no_plateau_large_reads_its_own_run_at_the_notebooks_width_and_step():
     assert len(analysis.measured["no_plateau_large"].values) == 3
     assert "width 8" in analysis.measured["no_plateau_large"].note
     assert len(analysis.states["gain13_escape"].values) == 3
+    assert "at width 8" in analysis.notes and [row["width"] for row in analysis.metrics if "width" in row] == [8] * 3
 
 
 def test_init_scale_puts_the_shared_gain_one_networks_in_their_place():

@@ -288,10 +288,18 @@ class InitialWeightScale(Experiment):
             analysis.measured["no_plateau_large"] = Measured(gated(wide_plateau, wide_ok), (
                 f"width {config.plateau_width}, {config.plateau_steps} steps at {INIT_SCALES[PLATEAU_GAIN]:g} × "
                 f"{config.plateau_time_compression:g}; converged {int(wide_ok.sum())} of {config.plateau_trials}"))
+            shrink, failed = 0, 0  # Eq. 10 with positive rates cannot end below u(0) while v(0) < Y u(0)/u(∞)
             for k in range(config.plateau_trials):
+                u, v, w = wide["u"][:, k], wide["v"][:, k], wide["w"][:, k]
+                member = fit_member(t_wide, u, v, w, X, Y)
+                shrink += int(u[-1] < u[0])
+                failed += int(member.fit is None)
                 analysis.metrics.append({"gain": PLATEAU_GAIN, "trial": k, "width": config.plateau_width,
-                                         "lr": wide["lrs"][k], "u0": wide["u"][0, k], "u_final": wide["u"][-1, k],
-                                         "final_loss": wide["loss"][-1, k], "plateau_fraction": wide_plateau[k]})
+                                         "lr": wide["lrs"][k], "u0": u[0], "v0": v[0], "u_final": u[-1],
+                                         "final_loss": wide["loss"][-1, k], "plateau_fraction": wide_plateau[k],
+                                         "relative_fit_loss": member.relative_loss})
+            notes.insert(0, f"Gain 1.3 at width {config.plateau_width}: ‖dh‖² ends below its start in {shrink} of "
+                         f"{config.plateau_trials} networks; the Eq. 7 fit fails on {failed}.")
         elif 1.3 in index:
             g = index[1.3]
             analysis.measured["no_plateau_large"] = Measured(gated(plateau[g], ok[g]), conv)
