@@ -114,22 +114,7 @@ class InitialWeightScale(Experiment):
                   preconditions=(escaped("gain13_escape", "every gain-1.3 network"),),
                   full_only="measured on networks of its own at 2_points.ipynb's width 500 and step (0.00075 × 6000 "
                             "epochs; about 54 CPU-s each, beyond quick's budget); quick's 3 width-64 trials straddle "
-                            "the band (0.17, 0.18, 0.003)",
-                  disagreement=Disagreement(
-                      settings="gain 1.3 at its Table-1 rate × 2 for 3000 epochs, the code's data, read-out layer 10; "
-                               "full: width 64, float64, 10 trials; the authors' code (2_points.ipynb's row gain_1.3, "
-                               "float32, docs/reproduction/scripts/authors_two_point.py) at the same width, rate and "
-                               "epochs, seeds 0-4, and at the notebook's width 500 (0.00075, 6000 epochs), seeds 0-1",
-                      measured="fraction of training before u covers 5 % of its way: full 0.127 [0.08, 0.163] (10 "
-                               "trials); the authors' code at width 64: 0.198, 0.0003, 0.062, 0.0017, 0.065 (3 of 5 "
-                               "above the band); at width 500: 0.001, 0.0007",
-                      ruled_out="convergence (every network escaped; the authors' final losses ≤ 1.4e-9); the "
-                                "implementation at the full scale's width (the authors' width-64 networks also exceed "
-                                "the band on 3 of 5 seeds: at width 64 u(0) spreads over 0.05-0.52 and u often first "
-                                "moves away from its final value). Not ruled out: the width. The authors' width-500 "
-                                "networks show no plateau at gain 1.3, as the paper says; repdyn's gain-1.3 networks "
-                                "at width 500 were not run (beyond the full scale's CPU budget)",
-                      doc="docs/reproduction/000.md#eq-7-at-gain-09-and-the-plateau-at-gain-13")),
+                            "the band (0.17, 0.18, 0.003)"),
         ClaimSpec("loss_plateau", "The small-init loss plateau (½ convention) sits at Y/8 (0.0625 at the default "
                   "data, Y = 0.5): loss at gain 0.9 halfway through the plateau (converged trials)",
                   "seed 000, Fig. 3 bottom; spec 000 §2.5", CloseTo(CODE_DY**2 / 8, rtol=0.1),
