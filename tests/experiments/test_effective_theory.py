@@ -296,8 +296,8 @@ def test_depth_control_and_init_scale_read_one_shared_ensemble_of_default_networ
 def test_no_plateau_large_reads_its_own_run_at_the_notebooks_width_and_step():
     """With plateau_trials (full: 15), gain 1.3 gets a run of its own at plateau_width (2_points.ipynb: 500) for
     plateau_steps at Table 1's rate (0.00075), which no_plateau_large and its precondition read instead of the gains
-    run's width-64 networks; quick and paper have none (quick: the claim is full only; paper: the gains run is
-    already at the notebook's settings); the untrained control trains it for 0 steps."""
+    run's width-64 networks; quick and paper have none (quick: a width-500 network costs about 54 CPU-s; paper: the
+    gains run is already at the notebook's settings); the untrained control trains it for 0 steps."""
     from repdyn.experiments.effective_theory.common import INIT_SCALES
     from repdyn.experiments.effective_theory.init_scale import PLATEAU_RUN
 

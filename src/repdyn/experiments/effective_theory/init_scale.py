@@ -111,10 +111,7 @@ class InitialWeightScale(Experiment):
                   "fraction of training (converged trials)", "seed 000, Fig. 3", at_most(0.05), quote=FIG3,
                   band_reason="our choice: half the plateau threshold, immediate exponential decay (App. A.5)",
                   control=UNTRAINED,
-                  preconditions=(escaped("gain13_escape", "every gain-1.3 network"),),
-                  full_only="measured on networks of its own at 2_points.ipynb's width 500 and step (0.00075 × 6000 "
-                            "epochs; about 54 CPU-s each, beyond quick's budget); quick's 3 width-64 trials straddle "
-                            "the band (0.17, 0.18, 0.003)"),
+                  preconditions=(escaped("gain13_escape", "every gain-1.3 network"),)),
         ClaimSpec("loss_plateau", "The small-init loss plateau (½ convention) sits at Y/8 (0.0625 at the default "
                   "data, Y = 0.5): loss at gain 0.9 halfway through the plateau (converged trials)",
                   "seed 000, Fig. 3 bottom; spec 000 §2.5", CloseTo(CODE_DY**2 / 8, rtol=0.1),
