@@ -293,6 +293,37 @@ def test_depth_control_and_init_scale_read_one_shared_ensemble_of_default_networ
         plan(["effective_theory.control"], scale="quick", out=tmp_path, overrides={"trials": "4"})
 
 
+def test_no_plateau_large_reads_its_own_run_at_the_notebooks_width_and_step():
+    """With plateau_trials (full: 15), gain 1.3 gets a run of its own at plateau_width (2_points.ipynb: 500) for
+    plateau_steps at Table 1's rate (0.00075), which no_plateau_large and its precondition read instead of the gains
+    run's width-64 networks; quick and paper have none (quick: a width-500 network costs about 54 CPU-s; paper: the
+    gains run is already at the notebook's settings); the untrained control trains it for 0 steps."""
+    from repdyn.experiments.effective_theory.common import INIT_SCALES
+    from repdyn.experiments.effective_theory.init_scale import PLATEAU_RUN
+
+    exp = next(e for e in EXPERIMENTS if e.name == "effective_theory.init_scale")
+    full = exp.config("full")
+    assert (full.plateau_trials, full.plateau_width, full.plateau_steps, full.plateau_time_compression) == (
+        15, 500, 6000, 1.0)
+    assert INIT_SCALES[1.3] == 0.00075  # Table 1; 2_points.ipynb: the file's 0.0015 halved, 3000 epochs doubled
+    for scale in ("quick", "paper"):
+        assert PLATEAU_RUN not in [r.label for r in exp.runs(exp.config(scale))]
+    config = apply_overrides(exp.config("smoke"), {"plateau_trials": "3", "plateau_width": "8", "plateau_steps": "40",
+                                                   "plateau_time_compression": "50", "record_every": "2"})
+    [wide] = [r for r in exp.runs(config) if r.label == PLATEAU_RUN]
+    res = exp.execute(config, wide, 4, "cpu")
+    assert res["u"].shape[:2] == (21, 3) and res["steps"][-1] == 40
+    np.testing.assert_allclose(res["gains"], 1.3)
+    np.testing.assert_allclose(res["lrs"], 0.00075 * 50)
+    assert exp.execute(apply_overrides(config, {"steps": "0"}), wide, 4, "cpu")["steps"].tolist() == [0]
+    results = {r.label: exp.execute(config, r, 4, "cpu") for r in exp.runs(config) if not r.shared}
+    analysis = exp.analyse(config, results)
+    assert len(analysis.measured["no_plateau_large"].values) == 3
+    assert "width 8" in analysis.measured["no_plateau_large"].note
+    assert len(analysis.states["gain13_escape"].values) == 3
+    assert "at width 8" in analysis.notes and [row["width"] for row in analysis.metrics if "width" in row] == [8] * 3
+
+
 def test_init_scale_puts_the_shared_gain_one_networks_in_their_place():
     """by_gain: gain 1.0's columns are the shared ensemble's first `trials` members at the read-out layer, the other
     gains' the "gains" run's, in the order of config.gains; execute gives the other networks the seeds they had in

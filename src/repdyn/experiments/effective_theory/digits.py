@@ -224,8 +224,8 @@ class DigitsStructure(Experiment):
                               taylor_epochs=300, adam_seeds=2),
         "quick": DigitsConfig(stand_in=True, n_train=500, width=100, epochs=800, batch_size=500, seeds=30, lr=0.5,
                               trajectory_lr=0.5, record_every=8, taylor_epochs=800, adam_seeds=6),
-        "full": DigitsConfig(stand_in=True, n_train=500, width=100, epochs=800, batch_size=500, seeds=60, lr=0.5,
-                             trajectory_lr=0.5, record_every=8, taylor_epochs=800, adam_seeds=20),
+        "full": DigitsConfig(stand_in=True, n_train=500, width=100, epochs=800, batch_size=500, seeds=400, lr=0.5,
+                             trajectory_lr=0.5, record_every=8, taylor_epochs=800, adam_seeds=200),
         "paper": DigitsConfig(),
     }
     claims = (

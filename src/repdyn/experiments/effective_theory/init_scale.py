@@ -35,6 +35,10 @@ from repdyn.framework.claims import ClaimSpec, CloseTo, Disagreement, Measured, 
 from repdyn.framework.config import param
 from repdyn.theory import effective_theory as et
 
+PLATEAU_GAIN = 1.3
+PLATEAU_RUN = "gain13_wide"
+"""The run of no_plateau_large where ``plateau_trials`` > 0: gain 1.3 at the notebook's width and step (at width 64
+u(0) spreads over 0.05-0.52 between seeds and the authors' own width-64 networks exceed the band on 3 of 5 seeds)."""
 DEFAULT_GAIN = TABLE1["default"].gain
 """Gain 1.0: Table 1's default row (its learning rate is INIT_SCALES[1.0]), whose networks are the first ``trials`` of
 the shared default ensemble (common.DEFAULT_NETWORKS), not trained again here."""
@@ -45,6 +49,14 @@ class InitScaleConfig(DefaultRunConfig):
     gains: tuple[float, ...] = param(tuple(INIT_SCALES), choices=tuple(INIT_SCALES),
                                      help="leaky-ReLU gains of Table 1 (each with its own learning rate)")
     trials: int = param(3, ge=1, help="independent networks per gain (one ensemble; the paper shows one each)")
+    plateau_trials: int = param(0, ge=0, help="gain-1.3 networks of its own run for no_plateau_large, trained at "
+                                "plateau_width for plateau_steps at Table 1's rate × plateau_time_compression (0: the "
+                                "claim reads the gain-1.3 networks of the gains run)")
+    plateau_width: int = param(500, ge=2, help="width of the no_plateau_large run (2_points.ipynb: 500)")
+    plateau_steps: int = param(6000, ge=1, help="GD steps of the no_plateau_large run (2_points.ipynb: 6000 epochs; "
+                               "none where steps = 0, the untrained control)")
+    plateau_time_compression: float = param(1.0, gt=0, help="Table 1's gain-1.3 rate × this in the no_plateau_large "
+                                            "run (2_points.ipynb: 1, i.e. 0.00075)")
 
 
 def by_gain(config: InitScaleConfig, results: Mapping[str, dict]) -> dict[str, np.ndarray]:
@@ -85,7 +97,8 @@ class InitialWeightScale(Experiment):
         "smoke": InitScaleConfig(gains=(0.9, 1.3, 1.4), width=32, depth=4, steps=400, time_compression=31.25,
                                  record_every=5),
         "quick": InitScaleConfig(width=64, steps=3000, time_compression=2.0, record_every=10),
-        "full": InitScaleConfig(width=64, steps=3000, time_compression=2.0, record_every=10, trials=10, networks=10),
+        "full": InitScaleConfig(width=64, steps=3000, time_compression=2.0, record_every=10, trials=10, networks=10,
+                                plateau_trials=15),
         "paper": InitScaleConfig(),
     }
     claims = (
@@ -98,23 +111,7 @@ class InitialWeightScale(Experiment):
                   "fraction of training (converged trials)", "seed 000, Fig. 3", at_most(0.05), quote=FIG3,
                   band_reason="our choice: half the plateau threshold, immediate exponential decay (App. A.5)",
                   control=UNTRAINED,
-                  preconditions=(escaped("gain13_escape", "every gain-1.3 network"),),
-                  full_only="quick's 3 trials straddle the band (0.17, 0.18, 0.003); the full scale's 10 decide it",
-                  disagreement=Disagreement(
-                      settings="gain 1.3 at its Table-1 rate × 2 for 3000 epochs, the code's data, read-out layer 10; "
-                               "full: width 64, float64, 10 trials; the authors' code (2_points.ipynb's row gain_1.3, "
-                               "float32, docs/reproduction/scripts/authors_two_point.py) at the same width, rate and "
-                               "epochs, seeds 0-4, and at the notebook's width 500 (0.00075, 6000 epochs), seeds 0-1",
-                      measured="fraction of training before u covers 5 % of its way: full 0.127 [0.08, 0.163] (10 "
-                               "trials); the authors' code at width 64: 0.198, 0.0003, 0.062, 0.0017, 0.065 (3 of 5 "
-                               "above the band); at width 500: 0.001, 0.0007",
-                      ruled_out="convergence (every network escaped; the authors' final losses ≤ 1.4e-9); the "
-                                "implementation at the full scale's width (the authors' width-64 networks also exceed "
-                                "the band on 3 of 5 seeds: at width 64 u(0) spreads over 0.05-0.52 and u often first "
-                                "moves away from its final value). Not ruled out: the width. The authors' width-500 "
-                                "networks show no plateau at gain 1.3, as the paper says; repdyn's gain-1.3 networks "
-                                "at width 500 were not run (beyond the full scale's CPU budget)",
-                      doc="docs/reproduction/000.md#eq-7-at-gain-09-and-the-plateau-at-gain-13")),
+                  preconditions=(escaped("gain13_escape", "every gain-1.3 network"),)),
         ClaimSpec("loss_plateau", "The small-init loss plateau (½ convention) sits at Y/8 (0.0625 at the default "
                   "data, Y = 0.5): loss at gain 0.9 halfway through the plateau (converged trials)",
                   "seed 000, Fig. 3 bottom; spec 000 §2.5", CloseTo(CODE_DY**2 / 8, rtol=0.1),
@@ -165,12 +162,23 @@ class InitialWeightScale(Experiment):
 
     def runs(self, config: InitScaleConfig) -> list[RunSpec]:
         others = [g for g in config.gains if g != DEFAULT_GAIN]
-        return ([RunSpec("gains", {"gains": others})] if others else []) + (
+        wide = ([RunSpec(PLATEAU_RUN, {"gain": PLATEAU_GAIN})]
+                if config.plateau_trials and PLATEAU_GAIN in config.gains else [])
+        return ([RunSpec("gains", {"gains": others})] if others else []) + wide + (
             [default_networks(config)] if DEFAULT_GAIN in config.gains else [])
 
     def execute(self, config: InitScaleConfig, run: RunSpec, seed: int, device: str) -> dict:
         if run.shared:
             return train_default_networks(run.params, seed, device)
+        if run.label == PLATEAU_RUN:
+            k = config.plateau_trials
+            return train_two_point(activation="leaky_relu", depth=config.depth, width=config.plateau_width,
+                                   gains=[PLATEAU_GAIN] * k,
+                                   lrs=[INIT_SCALES[PLATEAU_GAIN] * config.plateau_time_compression] * k,
+                                   seeds=[seed + i for i in range(k)],
+                                   steps=config.plateau_steps if config.steps else 0,  # steps = 0: untrained control
+                                   record_every=config.record_every, dx=[config.dx] * k, dy=[config.dy] * k,
+                                   device=device, generator_seed=seed)
         # every network keeps its place in the gains × trials list, and with it its seed (seed + place)
         places = [i for i, g in enumerate(g for g in config.gains for _ in range(config.trials)) if g != DEFAULT_GAIN]
         gains = [config.gains[i // config.trials] for i in places]
@@ -251,7 +259,30 @@ class InitialWeightScale(Experiment):
             g = index[0.9]
             analysis.measured["plateau_small"] = Measured(gated(plateau[g], ok[g]), conv)
             analysis.measured["loss_plateau"] = Measured(gated(half_loss[g], ok[g]), conv)
-        if 1.3 in index:
+        if PLATEAU_RUN in results:  # no_plateau_large and its precondition read the run at the notebook's settings
+            wide = select_networks(results[PLATEAU_RUN], range(config.plateau_trials), 0)
+            t_wide = wide["steps"] * config.plateau_time_compression
+            wide_plateau = np.array([plateau_fraction(t_wide, wide["u"][:, k]) for k in range(config.plateau_trials)])
+            wide_ok = converged(wide["loss"])
+            analysis.states["gain13_escape"] = Measured(plateau_ratio(wide["loss"], Y).tolist(),
+                                                        "final loss / (Y/8) of the gain-1.3 networks at width "
+                                                        f"{config.plateau_width}")
+            analysis.measured["no_plateau_large"] = Measured(gated(wide_plateau, wide_ok), (
+                f"width {config.plateau_width}, {config.plateau_steps} steps at {INIT_SCALES[PLATEAU_GAIN]:g} × "
+                f"{config.plateau_time_compression:g}; converged {int(wide_ok.sum())} of {config.plateau_trials}"))
+            shrink, failed = 0, 0  # Eq. 10 with positive rates cannot end below u(0) while v(0) < Y u(0)/u(∞)
+            for k in range(config.plateau_trials):
+                u, v, w = wide["u"][:, k], wide["v"][:, k], wide["w"][:, k]
+                member = fit_member(t_wide, u, v, w, X, Y)
+                shrink += int(u[-1] < u[0])
+                failed += int(member.fit is None)
+                analysis.metrics.append({"gain": PLATEAU_GAIN, "trial": k, "width": config.plateau_width,
+                                         "lr": wide["lrs"][k], "u0": u[0], "v0": v[0], "u_final": u[-1],
+                                         "final_loss": wide["loss"][-1, k], "plateau_fraction": wide_plateau[k],
+                                         "relative_fit_loss": member.relative_loss})
+            notes.insert(0, f"Gain 1.3 at width {config.plateau_width}: ‖dh‖² ends below its start in {shrink} of "
+                         f"{config.plateau_trials} networks; the Eq. 7 fit fails on {failed}.")
+        elif 1.3 in index:
             g = index[1.3]
             analysis.measured["no_plateau_large"] = Measured(gated(plateau[g], ok[g]), conv)
         if small:
