@@ -269,7 +269,7 @@ class _Fit:
         self.ones = torch.ones(model.members, dtype=model.weight.dtype, device=model.weight.device)
         self.ceiling = None if plan.max_rho_ltilde is None else plan.max_rho_ltilde / model.ltilde
         self.optimiser = StackedOptimizer([model.weight], plan.adam_lr * self.ones, "adam")
-        self.objective: Tensor | None = None
+        self.ok = True  # every objective so far is finite
 
     def phase(self, step: int) -> tuple[str, int, float]:
         """The phase of ``step``: its optimiser, its step within the phase, its learning rate."""
@@ -289,8 +289,8 @@ class _Fit:
         adapt = adapting and self.adapts and step >= plan.adaptive_warmup and step % plan.adaptive_every == 0
         objective, cost, grad, norms = objective_gradient(model, self.a0, self.target, self.lam, norms=adapt,
                                                           workspace=self.workspace)
-        self.objective = objective
-        if not bool(torch.isfinite(objective).all()):
+        self.ok = bool(torch.isfinite(objective).all())
+        if not self.ok:
             return objective  # the driver raises at once (sync_every = 1), before the step
         self.optimiser.step([grad])
         if step % plan.record_every == 0:
@@ -306,7 +306,7 @@ class _Fit:
         return objective
 
     def finite(self) -> bool:
-        return self.objective is None or bool(torch.isfinite(self.objective).all())
+        return self.ok
 
     def first_bad_step(self, step: int) -> int:
         return step - 1
