@@ -43,7 +43,8 @@ __all__ = ["AdaptiveEuler", "Divergence", "StepRule", "Verdict", "drive", "resto
 
 
 class StepRule(Protocol, Generic[R]):
-    """One training loop's dynamics and records, run by :func:`drive`.
+    """One training loop's dynamics and records, run by :func:`drive`. A rule subclasses it to inherit the defaults
+    of :meth:`done` and :meth:`look`.
 
     ``what`` names the watched quantity in a :class:`Diverged` error ("loss", "objective", "gradient").
     """
@@ -61,11 +62,13 @@ class StepRule(Protocol, Generic[R]):
         """The step a :class:`Diverged` error names when the driver finds a non-finite value at ``step``."""
 
     def done(self) -> bool:
-        """The rule's stopping criterion, looked at with the divergence check."""
+        """The rule's stopping criterion, looked at with the divergence check (none by default: the step cap)."""
+        return False
 
     def look(self, step: int) -> None:
         """What the rule does when the host looks (every ``sync_every`` steps, after the checks): compacting finished
-        members, for instance."""
+        members, for instance (nothing by default)."""
+        return None
 
     def state(self) -> dict[str, Any]:
         """The whole state a checkpoint saves: tensors, NumPy arrays, plain data (:mod:`repdyn.nn.checkpoint`)."""

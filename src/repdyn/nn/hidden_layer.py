@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from repdyn.nn.driver import AdaptiveEuler, drive
+from repdyn.nn.driver import AdaptiveEuler, StepRule, drive
 from repdyn.nn.losses import hinge_of_margins
 from repdyn.nn.trajectory import Trajectory
 from repdyn.theory.compression import amplification
@@ -308,7 +308,7 @@ def train_gradient_flow(net: HiddenLayerNet, x: torch.Tensor, y: torch.Tensor, a
     return drive(rule, max_steps, sync_every=sync_every, capped=True, inference=True)
 
 
-class _Flow:
+class _Flow(StepRule):
     """The step rule of :func:`train_gradient_flow`: a step is one tentative Euler step of every integrated trial,
     judged by the controller; a look drops the stopped trials from the batch once at most half of them still run.
 

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from repdyn.nn.driver import AdaptiveEuler, drive
+from repdyn.nn.driver import AdaptiveEuler, StepRule, drive
 from repdyn.nn.trajectory import Trajectory
 
 __all__ = ["KernelFlowResult", "kernel_hinge_flow"]
@@ -28,7 +28,7 @@ class KernelFlowResult:
     trajectory: Trajectory
 
 
-class _KernelFlow:
+class _KernelFlow(StepRule):
     """The step rule of :func:`kernel_hinge_flow`: one tentative Euler step of every running trial, judged by the
     controller; a trial runs while a margin is below 1."""
 
@@ -81,8 +81,6 @@ class _KernelFlow:
     def done(self) -> bool:
         return not bool(self.active.any())
 
-    def look(self, step: int) -> None:
-        pass
 
     _STATE = ("a", "out", "dt", "t", "da", "v", "active", "last_rejected")
 

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from repdyn.nn.driver import drive
+from repdyn.nn.driver import StepRule, drive
 from repdyn.nn.optim import StackedOptimizer
 from repdyn.nn.trajectory import Trajectory
 from repdyn.theory.leaky_resnet import adaptive_steps_from_norms, leaky_forward, momenta_by_backprop
@@ -251,7 +251,7 @@ class TrainingPlan:
             raise ValueError("adaptive_every and record_every must be >= 1")
 
 
-class _Fit:
+class _Fit(StepRule):
     """The step rule of :func:`fit`: Adam for ``plan.adam_steps`` steps, then GD for ``plan.gd_steps``, each step
     followed by the adaptive rule where it is due."""
 
@@ -311,11 +311,7 @@ class _Fit:
     def first_bad_step(self, step: int) -> int:
         return step - 1
 
-    def done(self) -> bool:
-        return False
 
-    def look(self, step: int) -> None:
-        pass
 
     def state(self) -> dict:
         return {"optimizer": self.optimiser.state_dict(), "kind": self.optimiser.kind, **self.final(),
@@ -367,7 +363,7 @@ def median_stationarity(model: LeakyResNet, grad: Tensor, lam: float) -> Tensor:
     return (norms * model.ltilde[:, None] / (lam * model.rho)).median(-1).values
 
 
-class _LBFGSFinish:
+class _LBFGSFinish(StepRule):
     """The step rule of :func:`lbfgs_finish`: a step is one chunk of L-BFGS iterations of the current member; a
     member whose iterations are spent or whose residual reached the tolerance hands over to the next."""
 
@@ -455,8 +451,6 @@ class _LBFGSFinish:
         self._settle()
         return self.k >= self.model.members
 
-    def look(self, step: int) -> None:
-        pass
 
     def state(self) -> dict:
         self._put_back()

@@ -22,7 +22,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from repdyn.nn.driver import drive
+from repdyn.nn.driver import StepRule, drive
 from repdyn.nn.ensemble import Ensemble
 from repdyn.nn.losses import cross_entropy
 from repdyn.nn.trajectory import Trajectory
@@ -264,7 +264,7 @@ def _sgd_step(params: Mapping[str, Tensor], cols1: Tensor, labels: Tensor, lr: f
     return logits, loss
 
 
-class _Batch1SGD:
+class _Batch1SGD(StepRule):
     """The step rule of :func:`train_batch1_sgd`: step ``t`` draws nothing (the sample order is drawn before the
     loop), takes every trial's SGD step on its example ``order[:, t]``, logs its logits and loss in the preallocated
     device log, and validates after every ``val_every``-th update (step 0 first validates the initial model). The
@@ -323,8 +323,6 @@ class _Batch1SGD:
         (the updates after a NaN only carry it on)."""
         return self.checked + int(torch.nonzero(self.bad)[0, 0])
 
-    def done(self) -> bool:
-        return False
 
     def look(self, step: int) -> None:
         self.checked = self.taken

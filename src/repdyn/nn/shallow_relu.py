@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from repdyn.nn.driver import drive
+from repdyn.nn.driver import StepRule, drive
 from repdyn.nn.trajectory import Trajectory
 from repdyn.theory.shallow_relu import from_canonical, layer_imbalance, loss_gradients, tangent_kernel, to_canonical
 
@@ -175,7 +175,7 @@ class GDResult:
     snapshots: Trajectory
 
 
-class _FullBatchGD:
+class _FullBatchGD(StepRule):
     """The step rule of :func:`train_full_batch_gd`: step ``t`` evaluates the loss and gradients, records what is
     due at ``t``, and (before ``max_steps``) takes the GD step; the final step ``max_steps`` only records. The loop
     is done once every network has stopped, looked at recorded steps."""
@@ -274,8 +274,6 @@ class _FullBatchGD:
     def done(self) -> bool:
         return self.stopped
 
-    def look(self, step: int) -> None:
-        pass
 
     _STATE = ("delta0", "delta_scale", "drift", "ntk_initial", "fraction", "active", "lam_max", "previous",
               "threshold", "stopped_at")

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from repdyn.nn.driver import Divergence, drive, restore_rng, rng_state
+from repdyn.nn.driver import Divergence, StepRule, drive, restore_rng, rng_state
 from repdyn.nn.ensemble import Ensemble
 from repdyn.nn.losses import PointLoss, get_loss, mse_half, mse_half_output_factor, mse_half_output_grad
 from repdyn.nn.optim import StackedOptimizer, member_values
@@ -50,7 +50,7 @@ def _member_batch(t: Tensor, k: int, data_ndim: int) -> bool:
     return t.dim() == data_ndim + 1 and t.shape[0] == k
 
 
-class _Train:
+class _Train(StepRule):
     """The step rule of :func:`train`. Step t (0 <= t <= ``steps``) evaluates the model after t updates (the loss of
     the step itself at full batch; the full training set's in eval mode with minibatches, where it is recorded or a
     stopping criterion reads it), checks the losses, records where the schedule says, and then, unless t is the
@@ -227,8 +227,6 @@ class _Train:
     def done(self) -> bool:
         return self.stopped_at >= 0
 
-    def look(self, step: int) -> None:
-        pass
 
     def state(self) -> dict[str, Any]:
         return {"model": self.model.snapshot(), "optimizer": self.opt.state_dict(), "rng": rng_state(self.generator),

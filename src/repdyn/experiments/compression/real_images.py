@@ -30,7 +30,7 @@ from repdyn.experiments.compression.common import (
 from repdyn.framework.base import Analysis, Experiment, RunResult, RunSpec
 from repdyn.framework.claims import ClaimSpec, Measured, Precondition, at_least, at_most
 from repdyn.framework.config import ConfigError, check_data_folder, param
-from repdyn.nn.driver import AdaptiveEuler, drive
+from repdyn.nn.driver import AdaptiveEuler, StepRule, drive
 from repdyn.nn.losses import hinge_of_margins, softplus_hinge
 from repdyn.nn.mnas_cnn import MnasCNN
 from repdyn.nn.trajectory import Trajectory
@@ -182,7 +182,7 @@ class CNNFit:
     trajectory: Trajectory
 
 
-class _AdamFit:
+class _AdamFit(StepRule):
     """The step rule of :func:`_fit_cnn_adam`: one Adam step on the hinge loss, then the forward pass whose margins
     the stop test and the next step read."""
 
@@ -215,8 +215,6 @@ class _AdamFit:
     def done(self) -> bool:
         return bool((self.margins >= 1).all())
 
-    def look(self, step: int) -> None:
-        pass
 
     def state(self) -> dict:
         return {"optimizer": self.optimiser.state_dict(), **self.final()}
@@ -251,7 +249,7 @@ def _fit_cnn_adam(model: MnasCNN, x: torch.Tensor, y: torch.Tensor, alpha: float
         model.to(memory_format=torch.contiguous_format)
 
 
-class _MomentumFit:
+class _MomentumFit(StepRule):
     """The step rule of :func:`_fit_cnn_momentum`: one trial step of the continuous momentum, judged by the adaptive
     step's controller; every flag stays on the device."""
 
@@ -313,8 +311,6 @@ class _MomentumFit:
     def done(self) -> bool:
         return not bool(self.running)
 
-    def look(self, step: int) -> None:
-        pass
 
     _STATE = ("theta", "v", "dt", "out", "g", "running", "all_finite", "steps")
 
