@@ -349,3 +349,26 @@ def test_init_scale_puts_the_shared_gain_one_networks_in_their_place():
     np.testing.assert_array_equal(res["gains"], [0.9, 0.9, 1.3, 1.3])
     alone = exp.execute(apply_overrides(config, {"steps": "0", "gains": "1.3"}), gains_run, 9, "cpu")
     np.testing.assert_array_equal(alone["w"], res["w"][:, 2:])  # seed 5 + places 4, 5 = seed 9 + places 0, 1
+
+
+def test_digits_seed_batches_pool_every_per_seed_value_in_batch_order():
+    """Two seed batches are two runs with their own seeds (so their own tracked pair), and every per-seed claim value
+    of the pooled analysis is those of the batches analysed alone, in batch order."""
+    import dataclasses
+
+    from repdyn.framework.base import batch_label
+
+    exp = next(e for e in EXPERIMENTS if e.name == "effective_theory.digits")
+    one = dataclasses.replace(exp.scales["smoke"], width=16, epochs=150, seeds=3, taylor_pairs=20, taylor_bins=4,
+                              adam_seeds=0)
+    two = dataclasses.replace(one, seed_batches=2)
+    runs = exp.runs(two)
+    assert [r.label for r in runs] == ["train", "train b=1"] and runs[0].seed_group != runs[1].seed_group
+    parts = [exp.execute(two, run, seed, "cpu") for run, seed in zip(runs, (11, 12), strict=True)]
+    assert not np.array_equal(parts[0]["hidden0"][0], parts[1]["hidden0"][0])
+    pooled = exp.analyse(two, {batch_label("train", b): part for b, part in enumerate(parts)}).measured
+    alone = [exp.analyse(one, {"train": part}).measured for part in parts]
+    for claim in ("pair_fit", "taylor_trend_h", "taylor_trend_y"):
+        values = [v for a in alone for v in a[claim].values]
+        np.testing.assert_array_equal(np.asarray(pooled[claim].values, dtype=float), np.asarray(values, dtype=float))
+    assert len(pooled["pair_fit"].values) == 6

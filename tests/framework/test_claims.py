@@ -53,6 +53,22 @@ def test_median_interval_is_the_percentile_bootstrap():
     assert interval(spec(), [2.0, 2.0, 2.0]) == interval(spec(), [2.0]) and interval(spec(), [2.0]).low == 2.0
 
 
+def test_a_median_orders_an_infinite_value_beyond_every_number():
+    """A failed trial (∞) counts as larger than any value: the interval is that of the same values with ∞ replaced by
+    any number above them, as long as the bound does not reach it, and ∞ where it does; a mean with ∞ is infinite."""
+    rng = np.random.default_rng(3)
+    finite = list(rng.uniform(0.0, 0.05, 9))
+    failed, stand_in = interval(spec(), [*finite, math.inf]), interval(spec(), [*finite, 7.0])
+    assert (failed.estimate, failed.low, failed.high) == (stand_in.estimate, stand_in.low, stand_in.high)
+    assert failed.high < 0.05  # one failure in ten leaves the median decided
+    half = interval(spec(), [*finite[:5], *[math.inf] * 5])
+    assert half.estimate == math.inf and half.high == math.inf and half.low < 0.05
+    below = interval(spec(at_least(0.0)), [-math.inf, *finite])  # -∞ lies below every number
+    assert below.low == interval(spec(at_least(0.0)), [-7.0, *finite]).low
+    assert interval(spec(statistic="mean"), [*finite, math.inf]).estimate == math.inf
+    assert interval(spec(), [math.inf] * 3).low == math.inf
+
+
 def test_holds_uses_the_exact_binomial_interval_of_the_fraction():
     found = interval(spec(Holds()), [True] * 5)
     assert found.estimate == 1.0 and found.low == pytest.approx(0.05 ** (1 / 5)) and found.high == 1.0

@@ -7,7 +7,7 @@ package depends on no other part of repdyn; runtime/ and report/ depend on it.""
 from repdyn._lazy import attach
 
 __getattr__, __dir__, __all__ = attach(__name__, names={
-    **dict.fromkeys(["SCALES", "Analysis", "Experiment", "Paper", "RunSpec"], ".base"),
+    **dict.fromkeys(["SCALES", "Analysis", "Experiment", "Paper", "RunSpec", "batch_label"], ".base"),
     **dict.fromkeys(["DECIDED", "INCONCLUSIVE", "NOT_REPRODUCED", "NO_EFFECT", "REPRODUCED", "SKIPPED", "UNDECIDED",
                      "VACUOUS", "VERDICTS", "ClaimResult", "ClaimSpec", "CloseTo", "Control", "Disagreement",
                      "Expectation", "Holds", "InRange", "Measured", "NullEffect", "Precondition", "at_least",

@@ -60,6 +60,12 @@ class RunSpec:
     raises when read (:func:`repdyn.framework.config.run_view`)."""
 
 
+def batch_label(label: str, batch: int) -> str:
+    """The label of seed batch ``batch`` of run ``label``: a further batch repeats the run under its own seed (its
+    label seeds it), and batch 0 keeps the run's label, so a store made with fewer batches is extended, not redone."""
+    return f"{label} b={batch}" if batch else label
+
+
 @dataclass
 class Analysis:
     """What ``analyse`` returns.

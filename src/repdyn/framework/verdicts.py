@@ -2,8 +2,10 @@
 negative control.
 
 - Continuous values: the claim's statistic (median or mean) with a percentile bootstrap interval
-  (``scipy.stats.bootstrap``). Booleans (:class:`~repdyn.framework.claims.Holds`): the fraction of seeds on which
-  the statement holds, with the exact binomial (Clopper-Pearson) interval. Exact claims: the single value.
+  (``scipy.stats.bootstrap``); a median orders an infinite value (a trial whose measurement failed) beyond every
+  number, a mean with one is infinite, and its interval is the values' range. Booleans
+  (:class:`~repdyn.framework.claims.Holds`): the fraction of seeds on which the statement holds, with the exact
+  binomial (Clopper-Pearson) interval. Exact claims: the single value.
 - ``reproduced`` when the whole interval satisfies the expectation, ``not reproduced`` when it wholly violates
   it, ``inconclusive`` when it straddles the boundary or fewer than :data:`MIN_SEEDS` seeds were measured, and
   ``vacuous`` when the negative control satisfies the expectation too. A control whose own interval straddles the
@@ -18,7 +20,7 @@ negative control.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -67,11 +69,32 @@ def interval(spec: ClaimSpec, values: Sequence[float | bool]) -> Interval:
     estimate = float(summary(data))
     if spec.exact or len(data) == 1 or np.isnan(data).any() or np.ptp(data) == 0:
         return Interval(estimate, estimate, estimate)  # a seed that could not be measured (NaN) violates
-    if not np.isfinite(data).all():
+    infinite = ~np.isfinite(data)
+    if infinite.any() and (spec.statistic != "median" or infinite.all()):
         return Interval(estimate, float(data.min()), float(data.max()))
+    data, back = _ordered_stand_ins(data)
     result = stats.bootstrap((data,), summary, confidence_level=CONFIDENCE, method="percentile",
                              n_resamples=4999, rng=np.random.default_rng(0))
-    return Interval(estimate, float(result.confidence_interval.low), float(result.confidence_interval.high))
+    return Interval(back(summary(data)), back(result.confidence_interval.low), back(result.confidence_interval.high))
+
+
+def _ordered_stand_ins(data: np.ndarray) -> tuple[np.ndarray, Callable[[float], float]]:
+    """A median's bootstrap with ±∞ among the values (a trial whose measurement failed, beyond every number): ±∞ are
+    replaced by stand-ins beyond the finite values' range, far enough that the mean of a stand-in and any finite value
+    lies beyond it too, so every median (of an odd or even count) keeps its order; the returned map takes a statistic
+    beyond the finite range back to ±∞."""
+    finite = np.isfinite(data)
+    if finite.all():
+        return data, float
+    low, high = float(data[finite].min()), float(data[finite].max())
+    reach = 2 * (high - low) + 1
+    stand_ins = np.where(data > 0, high + reach, low - reach)
+
+    def back(value: float) -> float:
+        value = float(value)
+        return math.inf if value > high else -math.inf if value < low else value
+
+    return np.where(finite, data, stand_ins), back
 
 
 def _judge(spec: ClaimSpec, values: Sequence[float | bool]) -> tuple[Interval, str]:

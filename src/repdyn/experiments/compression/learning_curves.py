@@ -29,7 +29,7 @@ from repdyn.experiments.compression.common import (
     trained_ntk_svm_error,
     trial_slopes,
 )
-from repdyn.framework.base import Analysis, Experiment, RunResult, RunSpec
+from repdyn.framework.base import Analysis, Experiment, RunResult, RunSpec, batch_label
 from repdyn.framework.claims import (
     ClaimSpec,
     CloseTo,
@@ -268,9 +268,9 @@ class LearningCurves(Experiment):
                 + [RunSpec("lazy", {"lazy_only": True}, seed_group="lazy")]
                 + [RunSpec(f"cylinder p={p}", {"p": p, "cylinder": True}) for p in config.cylinder_p]
                 + [run for b in range(1, config.seed_batches)
-                   for run in ([RunSpec(f"p={p}{_batch(b)}", {"p": p, "batch": b}) for p in config.p_values]
-                               + [RunSpec(f"lazy{_batch(b)}", {"lazy_only": True, "batch": b},
-                                          seed_group=f"lazy{_batch(b)}")])])
+                   for run in ([RunSpec(batch_label(f"p={p}", b), {"p": p, "batch": b}) for p in config.p_values]
+                               + [RunSpec(batch_label("lazy", b), {"lazy_only": True, "batch": b},
+                                          seed_group=batch_label("lazy", b))])])
 
     def execute(self, config: LearningCurveConfig, run: RunSpec, seed: int, device: str) -> RunResult:
         if run.params.get("lazy_only"):
@@ -389,11 +389,6 @@ class LearningCurves(Experiment):
         return Analysis(measured, {"learning_curves": fig, "cylinder": fig_cyl}, metrics, notes, states=states)
 
 
-def _batch(b: int) -> str:
-    """The label suffix of seed batch ``b`` (none for batch 0)."""
-    return f" b={b}" if b else ""
-
-
 def pool_batches(results: Mapping[str, RunResult], labels: list[str], batches: int) -> dict[str, RunResult]:
     """``results`` with each of ``labels`` holding its ``batches`` seed batches pooled: per-realisation arrays
     (realisations on the last axis) concatenated in batch order, step counts their maximum, other scalars (p) the
@@ -402,7 +397,7 @@ def pool_batches(results: Mapping[str, RunResult], labels: list[str], batches: i
         return dict(results)
     pooled = dict(results)
     for label in labels:
-        parts = [results[f"{label}{_batch(b)}"] for b in range(batches)]
+        parts = [results[batch_label(label, b)] for b in range(batches)]
         pooled[label] = {key: (max(int(r[key]) for r in parts) if key == "steps" else
                                np.concatenate([np.asarray(r[key]) for r in parts], axis=-1)
                                if np.ndim(parts[0][key]) and key != "p" else parts[0][key])

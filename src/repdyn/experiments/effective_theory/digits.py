@@ -28,7 +28,7 @@ from repdyn.experiments.effective_theory.blobs import LEARNT
 from repdyn.experiments.effective_theory.common import fit_member, readout_layer, trajectory_figure
 from repdyn.experiments.effective_theory.common import learnt as learnt_precondition
 from repdyn.experiments.effective_theory.multipoint import pairwise
-from repdyn.framework.base import Analysis, Experiment, RunSpec
+from repdyn.framework.base import Analysis, Experiment, RunSpec, batch_label
 from repdyn.framework.claims import ClaimSpec, Control, Disagreement, Holds, Measured, at_least, at_most
 from repdyn.framework.config import check_data_folder, param
 from repdyn.nn import MLP, Ensemble, Schedule, train
@@ -58,6 +58,12 @@ class DigitsConfig:
     epochs: int = param(200, ge=0, help="epochs (0: the untrained control)")
     batch_size: int = param(100, ge=1, help="minibatch size (SGD); equal to n_train for full-batch GD")
     seeds: int = param(50, ge=1, help="networks averaged for the structure (one ensemble)")
+    seed_batches: int = param(1, ge=1, analysis=True,
+                              help="independent batches of the structure and trajectory runs (seeds networks each, "
+                                   "own seeds, so its own tracked 0/1 pair and Taylor pairs), pooled by the claims: "
+                                   "seeds × seed_batches networks in all, trained one ensemble at a time; batch 0 "
+                                   "keeps the labels of a single batch, so a store made with fewer batches is "
+                                   "extended, not redone")
     record_every: int = param(10, ge=1, help="record the 0/1 pair every this many steps")
     taylor_pairs: int = param(1000, ge=20, help="random pairs for the Taylor-term ratio (Fig. 14)")
     taylor_bins: int = param(10, ge=4, help="bins of representational distance for the Taylor-term ratio (Fig. 14)")
@@ -206,6 +212,27 @@ def structure_figure(title: str, measured: np.ndarray, inputs: np.ndarray, weigh
     return fig
 
 
+MEMBER_AXIS_1 = ("u", "v", "w", "loss")
+"""Series of a structure or trajectory run recorded over time: (T, K), members on axis 1."""
+
+
+def pool_seed_batches(parts: list[dict]) -> dict:
+    """One result of the seed batches of a run (``seed_batches``): the members of every batch, in batch order. The
+    recorded epochs are the same in each; the tracked pair and its input distance are each batch's own, given per
+    member (``pair`` (K, 2), ``X_pair`` (K,))."""
+    members = [np.shape(part["v"])[1] for part in parts]
+    pooled = {}
+    for key in parts[0]:
+        if key == "epochs":
+            pooled[key] = parts[0][key]
+        elif key in ("pair", "X_pair"):
+            pooled[key] = np.concatenate([np.broadcast_to(part[key], (k, *np.shape(part[key])))
+                                          for part, k in zip(parts, members, strict=True)])
+        else:
+            pooled[key] = np.concatenate([part[key] for part in parts], axis=1 if key in MEMBER_AXIS_1 else 0)
+    return pooled
+
+
 def block_mask(labels: np.ndarray) -> np.ndarray:
     """Upper-triangle pairs (i < j) and whether they are off the same-digit blocks."""
     iu = np.triu_indices(len(labels), 1)
@@ -225,7 +252,7 @@ class DigitsStructure(Experiment):
         "quick": DigitsConfig(stand_in=True, n_train=500, width=100, epochs=800, batch_size=500, seeds=30, lr=0.5,
                               trajectory_lr=0.5, record_every=8, taylor_epochs=800, adam_seeds=6),
         "full": DigitsConfig(stand_in=True, n_train=500, width=100, epochs=800, batch_size=500, seeds=400, lr=0.5,
-                             trajectory_lr=0.5, record_every=8, taylor_epochs=800, adam_seeds=200),
+                             trajectory_lr=0.5, record_every=8, taylor_epochs=800, adam_seeds=200, seed_batches=3),
         "paper": DigitsConfig(),
     }
     claims = (
@@ -305,16 +332,19 @@ class DigitsStructure(Experiment):
     def runs(self, config: DigitsConfig) -> list[RunSpec]:
         """One run; a second one for the 0/1-pair trajectory where Table 2 gives it its own learning rate, and the
         Fig. 18 run under Adam (the same seeds, so the same initial networks)."""
-        runs = [RunSpec("train", {"seeds": config.seeds}, seed_group="train")]
-        if config.trajectory_lr != config.lr:
-            runs.append(RunSpec("trajectory", {"seeds": config.seeds, "lr": config.trajectory_lr}, seed_group="train"))
+        runs = []
+        for b in range(config.seed_batches):
+            runs.append(RunSpec(batch_label("train", b), {"seeds": config.seeds}, seed_group=batch_label("train", b)))
+            if config.trajectory_lr != config.lr:
+                runs.append(RunSpec(batch_label("trajectory", b), {"seeds": config.seeds, "lr": config.trajectory_lr},
+                                    seed_group=batch_label("train", b)))
         if config.adam_seeds:  # Fig. 18: the first adam_seeds networks of the same ensemble, trained with Adam
             runs.append(RunSpec(ADAM, {"seeds": min(config.adam_seeds, config.seeds), "lr": config.adam_lr},
                                 seed_group="train"))
         return runs
 
     def execute(self, config: DigitsConfig, run: RunSpec, seed: int, device: str) -> dict:
-        structure = run.label == "train"
+        structure = not run.label.startswith("trajectory") and run.label != ADAM
         lr = run.params.get("lr", config.lr)
         n_seeds = run.params.get("seeds", config.seeds)
         x, labels, _ = load_training_set(config)
@@ -410,8 +440,10 @@ class DigitsStructure(Experiment):
                 f"{'; '.join(summary)}.")
 
     def analyse(self, config: DigitsConfig, results: Mapping[str, dict]) -> Analysis:
-        res = results["train"]
-        pair = results.get("trajectory", res)  # Table 2: the trajectories at their own learning rate
+        res = pool_seed_batches([results[batch_label("train", b)] for b in range(config.seed_batches)])
+        pair = res  # Table 2: the trajectories at their own learning rate, where it differs
+        if batch_label("trajectory", 0) in results:
+            pair = pool_seed_batches([results[batch_label("trajectory", b)] for b in range(config.seed_batches)])
         x, labels, data_name = load_training_set(config)
         analysis = Analysis()
         taylor = self._taylor(config, res, analysis)
@@ -423,7 +455,7 @@ class DigitsStructure(Experiment):
         t = pair["epochs"]
         fits, notes, per_seed = [], [], []
         for k in range(pair["v"].shape[1]):
-            member = fit_member(t, pair["u"][:, k], pair["v"][:, k], pair["w"][:, k], pair["X_pair"], 2.0)
+            member = fit_member(t, pair["u"][:, k], pair["v"][:, k], pair["w"][:, k], pair["X_pair"][k], 2.0)
             per_seed.append(member if member.fit is not None else None)
             if member.fit is None:
                 notes.append(f"pair fit, seed {k}: {member.error}")
@@ -478,8 +510,8 @@ class DigitsStructure(Experiment):
         analysis.notes = (f"Data: {data_name}, {len(labels)} training images, {config.depth}×{config.width} "
                           f"leaky ReLU, gain {config.gain:g}, lr {config.lr:g} (0/1-pair trajectories: "
                           f"{config.trajectory_lr:g}), {config.epochs} epochs, batch "
-                          f"{config.batch_size}, {config.seeds} seeds. Pearson r with the weighted Eq. 10 (median over "
-                          f"seeds, all/off blocks): {summary}; of the seed-averaged distances: {r_mean[0]:.3f}/"
-                          f"{r_mean[1]:.3f} (paper, MNIST: 0.703/0.512)." + adam_note + " " + " ".join(notes) + taylor)
+                          f"{config.batch_size}, {config.seeds * config.seed_batches} seeds. Pearson r with the "
+                          f"weighted Eq. 10 (median over seeds, all/off blocks): {summary}; of the seed-averaged "
+                          f"distances: {r_mean[0]:.3f}/{r_mean[1]:.3f} (paper, MNIST: 0.703/0.512)." + adam_note + " " + " ".join(notes) + taylor)
         return analysis
 
