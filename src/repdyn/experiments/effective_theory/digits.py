@@ -512,6 +512,7 @@ class DigitsStructure(Experiment):
                           f"{config.trajectory_lr:g}), {config.epochs} epochs, batch "
                           f"{config.batch_size}, {config.seeds * config.seed_batches} seeds. Pearson r with the "
                           f"weighted Eq. 10 (median over seeds, all/off blocks): {summary}; of the seed-averaged "
-                          f"distances: {r_mean[0]:.3f}/{r_mean[1]:.3f} (paper, MNIST: 0.703/0.512)." + adam_note + " " + " ".join(notes) + taylor)
+                          f"distances: {r_mean[0]:.3f}/{r_mean[1]:.3f} (paper, MNIST: 0.703/0.512)." + adam_note
+                          + " " + " ".join(notes) + taylor)
         return analysis
 
