@@ -5,9 +5,11 @@ import pytest
 import torch
 
 from interrupt import Killed, kill_at
-from repdyn.nn import Diverged, lenet
-from repdyn.nn.lenet import LeNet, lenet_ensemble, train_batch1_sgd
+from repdyn.nn import Diverged, batch1_sgd
+from repdyn.nn.batch1_sgd import train_batch1_sgd
 from repdyn.nn.losses import cross_entropy
+from repdyn.nn.models import lenet
+from repdyn.nn.models.lenet import LeNet, lenet_ensemble
 
 
 def test_architecture_and_default_init_bounds():
@@ -98,7 +100,7 @@ def test_first_layer_columns_pool_in_windows():
     x = torch.randn(2, 3, 32, 32, dtype=torch.float64)
     w = torch.randn(6, 3, 5, 5, dtype=torch.float64)
     conv = torch.nn.functional.conv2d(x, w)
-    z = (w.view(6, -1) @ lenet._conv1_columns(x)).view(2, 6, 14, 14, 2, 2)
+    z = (w.view(6, -1) @ batch1_sgd._conv1_columns(x)).view(2, 6, 14, 14, 2, 2)
     torch.testing.assert_close(z.permute(0, 1, 2, 4, 3, 5).reshape(2, 6, 28, 28), conv, rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(z.amax((-2, -1)), torch.nn.functional.max_pool2d(conv, 2), rtol=1e-12, atol=1e-12)
 
