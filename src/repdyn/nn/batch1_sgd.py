@@ -89,7 +89,7 @@ def _sgd_step(params: Mapping[str, Tensor], cols1: Tensor, labels: Tensor, lr: f
     ``cols1`` (R, C·25, 784) are the examples' first-layer columns (:func:`_conv1_columns`), ``labels`` (R,).
     Updates ``params`` in place by −lr × the gradient of each trial's cross-entropy (the gradient outer products
     fused into the update); returns the pre-update logits (R, K) and losses (R,). The same function as autograd
-    through :meth:`LeNet.forward` (tests/nn/test_lenet.py: against ``torch.optim.SGD`` member by member). Layouts
+    through :meth:`LeNet.forward` (tests/nn/test_batch1_sgd.py: against ``torch.optim.SGD`` member by member). Layouts
     chosen for CPU cost (docs/reproduction/004.md, sixth and seventh sessions): each ReLU after its pooling (max
     commutes with it), the first pooling a max over adjacent columns, the second layer's columns gathered by
     ``index_select`` (:func:`_conv2_index`) and their gradient folded by ``index_add_`` along the same index, the

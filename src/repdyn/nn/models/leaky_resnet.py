@@ -150,7 +150,7 @@ def objective_gradient(model: LeakyResNet, a0: Tensor, target: Tensor, lam: floa
                        workspace: dict[str, Tensor] | None = None
                        ) -> tuple[Tensor, Tensor, Tensor, tuple[Tensor, Tensor] | None]:
     """The training objective per member and its gradient in the weights by a hand-written backward pass (the
-    adjoint of [E-DISC], seed 002 §2.4 / spec 002 §3.12; equal to autograd's, tests/nn/test_leaky_resnet.py).
+    adjoint of [E-DISC], seed 002 §2.4 / spec 002 §3.12; equal to autograd's, tests/nn/test_leaky_resnet_fit.py).
 
     Forward ``A_l = c_l A_{l-1} + (rho_l W_l) sigma(A_{l-1})`` with ``c_l = 1 - rho_l L~`` (one ``bmm`` per
     layer); backward with ``G_l = dC/dA_l``, ``G_L = -2 U_out^T (Y - U_out A_L) / N``:

@@ -112,7 +112,7 @@ class LeNet(nn.Module):
         grouped convolution (one group per network); each pooling before its ReLU (max commutes with it), as the
         maximum of the four strided entries of its windows (:func:`_pool2x2`). About 5× faster than the ``unfold``
         path on CPU (validation and the untrained control's logits); the groups and the pooling cut its time by
-        about half again, with the same values bit for bit (tests/nn/test_lenet.py)."""
+        about half again, with the same values bit for bit (tests/nn/models/test_lenet.py)."""
         R, n = params["conv1.weight"].shape[0], len(x)
         features = []
         for first in range(0, R, SHARED_GROUP):
