@@ -71,8 +71,8 @@ def hidden_layer_output(net: HiddenLayerNet, x: torch.Tensor) -> torch.Tensor:
 
 
 def stack_params(net: HiddenLayerNet) -> torch.Tensor:
-    """Every neuron's parameters as one (S, h, d + 2) tensor (ω, b, β): the integrator's θ and the layout of its
-    traced neurons."""
+    """Every neuron's parameters as one (S, h, d + 2) tensor (ω, b, β): the θ that
+    :func:`repdyn.nn.gradient_flow.train_gradient_flow` integrates and the layout of its traced neurons."""
     return torch.cat([net.w, net.b.unsqueeze(-1), net.beta.unsqueeze(-1)], dim=-1)
 
 
