@@ -21,7 +21,7 @@ from torch.nn import functional as F
 from repdyn.data.digits import load_digits
 from repdyn.monitor import Monitor
 from repdyn.monitor.report import write_monitor_report
-from repdyn.nn.cnn import SmallCNN
+from repdyn.nn.models.cnn import SmallCNN
 
 PROBE_PER_CLASS = 20
 

@@ -21,7 +21,7 @@ import json
 import torch
 
 from repdyn.data.teacher import bottleneck_teacher
-from repdyn.nn.leaky_resnet import data_cost
+from repdyn.nn.models.leaky_resnet import data_cost
 from repdyn.theory import leaky_resnet as lr
 
 ACTIVATIONS = {"relu": torch.relu,

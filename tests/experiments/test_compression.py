@@ -11,7 +11,8 @@ from memory_cap import outcome_under_cap
 from repdyn.data.manifolds import sample_manifold
 from repdyn.experiments.compression import EXPERIMENTS
 from repdyn.framework.config import ConfigError, apply_overrides
-from repdyn.nn.hidden_layer import init_hidden_layer, train_gradient_flow
+from repdyn.nn.gradient_flow import train_gradient_flow
+from repdyn.nn.models.hidden_layer import init_hidden_layer
 
 
 def test_execute_is_a_pure_function_of_its_arguments() -> None:
@@ -128,7 +129,7 @@ def test_chunked_kernels_change_no_number() -> None:
 OUTPUTS_CAP_SETUP = """
 import torch
 from repdyn.experiments.compression.common import network_output
-from repdyn.nn.hidden_layer import init_hidden_layer
+from repdyn.nn.models.hidden_layer import init_hidden_layer
 """
 OUTPUTS_CAP_CALL = """
 g = torch.Generator().manual_seed(0)
@@ -261,7 +262,8 @@ def _former_loop(net, x, y, alpha, max_dgrad, max_steps, d_parallel=1, max_dout=
     the fast loop."""
     import math
 
-    from repdyn.nn.hidden_layer import _Workspace, hinge_loss, stack_params
+    from repdyn.nn.gradient_flow import _Workspace, hinge_loss
+    from repdyn.nn.models.hidden_layer import stack_params
     from repdyn.theory.compression import amplification
     h = net.w.shape[1]
     dgrad_free_dt = h * math.sqrt(net.w.shape[2] / 2) / 160
@@ -313,7 +315,7 @@ def _former_loop(net, x, y, alpha, max_dgrad, max_steps, d_parallel=1, max_dout=
 def test_fast_loop_is_bitwise_the_former_one(dtype) -> None:
     """Session 29: the loop reuses the margins and active set of the direction, keeps each step's (S,) tensors as
     its record and runs in inference mode; every number is that of the former loop, bit for bit."""
-    from repdyn.nn.hidden_layer import stack_params
+    from repdyn.nn.models.hidden_layer import stack_params
     gen = torch.Generator().manual_seed(4)
     x, y = sample_manifold("stripe", 96, 5, gen, batch=(3,))
     net0 = init_hidden_layer(3, 40, 5, gen)
@@ -334,7 +336,7 @@ def test_flow_without_records_keeps_every_number(dtype) -> None:
     hinge loss; the weights, t, t*, Λ*, Λ_max, the stop flags and the step count are the same bits, with compaction
     (the trials stop at different steps) and without. The loop keeps ‖g‖ of the accepted gradient instead of
     recomputing it: test_fast_loop_is_bitwise_the_former_one checks that against the former loop."""
-    from repdyn.nn.hidden_layer import stack_params
+    from repdyn.nn.models.hidden_layer import stack_params
     gen = torch.Generator().manual_seed(5)
     x, y = sample_manifold("stripe", 64, 5, gen, batch=(4,))
     net0 = init_hidden_layer(4, 30, 5, gen)
@@ -367,7 +369,7 @@ def test_alpha_scan_converged_runs_keep_t_star_and_the_frozen_run_is_the_same_re
     from repdyn.experiments.compression.alpha_scan import FROZEN
     from repdyn.experiments.compression.common import draw, generator
     from repdyn.framework.base import RunSpec
-    from repdyn.nn.hidden_layer import HiddenLayerModule
+    from repdyn.nn.models.hidden_layer import HiddenLayerModule
     from repdyn.probes.ntk import empirical_ntk
 
     exp = next(e for e in EXPERIMENTS if e.name == "compression.alpha_scan")

@@ -13,7 +13,7 @@ from memory_cap import outcome_under_cap
 from repdyn.experiments.compression import EXPERIMENTS
 from repdyn.experiments.compression.common import ntk_rows, trial_ntk
 from repdyn.experiments.compression.ntk_pca import rank_trend, variance_explained_by
-from repdyn.nn.hidden_layer import init_hidden_layer
+from repdyn.nn.models.hidden_layer import init_hidden_layer
 from repdyn.theory.compression import hidden_layer_ntk
 
 
@@ -83,7 +83,7 @@ def test_memory_setting_changes_no_number() -> None:
 NTK_CAP_SETUP = """
 import torch
 from repdyn.experiments.compression.common import ntk_rows, trial_ntk
-from repdyn.nn.hidden_layer import init_hidden_layer
+from repdyn.nn.models.hidden_layer import init_hidden_layer
 from repdyn.theory.compression import hidden_layer_ntk
 g = torch.Generator().manual_seed(0)
 net = init_hidden_layer(1, 40000, 5, g)

@@ -127,7 +127,7 @@ def test_last_layer_kernel_is_the_ntk_of_the_output_layer() -> None:
     model.head.register_forward_hook(lambda m, i, o: seen.setdefault("z", o))
     with torch.no_grad():
         model(x)
-    from repdyn.nn.mnas_cnn import swish
+    from repdyn.nn.models.mnas_cnn import swish
     features = swish(seen["z"].clone()).mean(dim=(-1, -2))
     torch.testing.assert_close(jac, (features / features.shape[1]).double(), rtol=1e-5, atol=1e-7)
 

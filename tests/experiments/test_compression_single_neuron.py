@@ -12,7 +12,8 @@ from repdyn.data.manifolds import sample_manifold
 from repdyn.experiments.compression import EXPERIMENTS
 from repdyn.experiments.compression.common import generator
 from repdyn.experiments.compression.single_neuron import T_STAR_FRACTION, interface_distance
-from repdyn.nn.hidden_layer import init_hidden_layer, train_gradient_flow
+from repdyn.nn.gradient_flow import train_gradient_flow
+from repdyn.nn.models.hidden_layer import init_hidden_layer
 from repdyn.theory.compression import STRIPE_X_MAX, STRIPE_X_MIN
 
 EXP = next(e for e in EXPERIMENTS if e.name == "compression.single_neuron")

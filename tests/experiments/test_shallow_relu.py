@@ -11,7 +11,8 @@ from repdyn.data.univariate import univariate_samples
 from repdyn.experiments.shallow_relu import EXPERIMENTS
 from repdyn.experiments.shallow_relu.common import paired_base
 from repdyn.framework.config import ConfigError, apply_overrides
-from repdyn.nn.shallow_relu import ShallowReLUBatch, pytorch_default_init, rescale, train_full_batch_gd
+from repdyn.nn.full_batch_gd import train_full_batch_gd
+from repdyn.nn.models.shallow_relu import ShallowReLUBatch, pytorch_default_init, rescale
 from repdyn.theory import shallow_relu as sr
 
 

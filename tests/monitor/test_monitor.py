@@ -12,7 +12,7 @@ import repdyn
 from monitor_scripts import Residual
 from repdyn.monitor import Monitor, load_recording
 from repdyn.monitor.monitor import geometric_steps
-from repdyn.nn.cnn import SmallCNN
+from repdyn.nn.models.cnn import SmallCNN
 from repdyn.probes import effective_rank
 
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from repdyn.nn import MLP, Diverged, Ensemble, Schedule, train
-from repdyn.nn.cnn import ConvChain, SmallCNN
+from repdyn.nn.models.cnn import ConvChain, SmallCNN
 from repdyn.nn.recording import activation_recorder, output_recorder
 from repdyn.probes.activations import activations
 

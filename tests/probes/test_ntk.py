@@ -157,7 +157,7 @@ def test_ntk_of_a_model_on_token_ids_differentiates_parameters_only():
 def test_cross_kernel_with_gram_is_two_calls_bit_for_bit(max_bytes):
     """empirical_ntk_with_gram forms x2's Jacobian once (a CNN, as seed 003's real_images uses it); the kernels are
     the bits of two empirical_ntk calls, also on the bounded-memory path (max_bytes = 1000: the two calls)."""
-    from repdyn.nn.mnas_cnn import MnasCNN
+    from repdyn.nn.models.mnas_cnn import MnasCNN
     from repdyn.probes.ntk import empirical_ntk_with_gram
     torch.manual_seed(0)
     model = MnasCNN(2)

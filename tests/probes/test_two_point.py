@@ -64,7 +64,7 @@ def test_two_point_recorder_flattens_conv_maps_alike_from_a_pass_and_a_measureme
     """The recorder's two routes (a separate eval-mode measurement, and the training step's forward pass) flatten
     the (channels, positions) maps of a ConvChain through one function: equal bit for bit, and u is the squared
     distance of the flattened maps computed by hand on each member."""
-    from repdyn.nn.cnn import ConvChain
+    from repdyn.nn.models.cnn import ConvChain
     from repdyn.probes.two_point import two_point_recorder
 
     ens = Ensemble(functools.partial(ConvChain, 1, 3, 4, 3, kernel_size=3, dtype=torch.float64), seeds=[1, 2])

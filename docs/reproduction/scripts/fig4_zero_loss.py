@@ -24,7 +24,8 @@ import torch
 from repdyn.data.manifolds import sample_manifold
 from repdyn.experiments.compression.common import generator, network_output
 from repdyn.experiments.compression.single_neuron import SingleNeuronConfig, offset_along_e1
-from repdyn.nn.hidden_layer import init_hidden_layer, stack_params, train_gradient_flow
+from repdyn.nn.gradient_flow import train_gradient_flow
+from repdyn.nn.models.hidden_layer import init_hidden_layer, stack_params
 from repdyn.theory.compression import classification_error
 
 

@@ -1,8 +1,9 @@
 """K independent copies of a model trained as one batched computation.
 
 The K members' parameters are stacked along a leading dimension (``Ensemble.params[name]`` has shape
-(K, *shape)). Models that define ``forward_stacked(params, x, taps, generator)`` (e.g. :class:`repdyn.nn.mlp.MLP`)
-run with batched matmuls; any other ``nn.Module`` runs through ``torch.func.functional_call`` under ``vmap``.
+(K, *shape)). Models that define ``forward_stacked(params, x, taps, generator)``
+(e.g. :class:`repdyn.nn.models.mlp.MLP`) run with batched matmuls; any other ``nn.Module`` runs through
+``torch.func.functional_call`` under ``vmap``.
 Both paths compute, member by member, exactly what the ordinary module computes.
 """
 

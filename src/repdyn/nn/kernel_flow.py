@@ -109,7 +109,7 @@ def kernel_hinge_flow(gram: Tensor, y: Tensor, max_dgrad: float = 1e-4, max_dout
     frozen, α = 1 since for the hinge α only rescales time). Adaptive Euler of spec 003 §2.4 with the
     kernel variant: the function-space step v = K ȧ, dgrad = ‖v − v_new‖²/(‖v‖‖v_new‖), dout = max|dt v|;
     accept if both are below threshold, dt ×1.1 if both are below 0.1× threshold, else reject and dt ÷10,
-    with the jump rule of :func:`repdyn.nn.hidden_layer.train_gradient_flow`: v is piecewise constant and
+    with the jump rule of :func:`repdyn.nn.gradient_flow.train_gradient_flow`: v is piecewise constant and
     jumps when a point crosses its margin, so a step with a margin event is judged by dout alone
     (:class:`~repdyn.nn.driver.AdaptiveEuler` with calm = 0.1). Each trial stops when every margin y F ≥ 1 (zero
     training hinge loss) or at ``max_steps`` iterations. Run by :func:`repdyn.nn.driver.drive` (checkpoints,

@@ -298,7 +298,7 @@ def train(
             "mark" marks that member diverged, freezes it, and trains the others on (raising only when all
             members have diverged).
         fused_step: for (minibatch) gradient descent without weight decay on a model that offers it
-            (:class:`repdyn.nn.mlp.MLP` without dropout), take each step with its hand-written back-propagation
+            (:class:`repdyn.nn.models.mlp.MLP` without dropout), take each step with its hand-written back-propagation
             that fuses gradient and update (same result as autograd, less memory traffic); for the other optimisers
             take the gradients from that back-propagation where the model's ``supports_fused_grads`` says they are
             autograd's bit for bit (no graph is built); False forces autograd.

@@ -1,7 +1,7 @@
 """Hidden representations of any ``torch.nn.Module`` at named layers, read with forward hooks.
 
 A layer name is a submodule name from ``model.named_modules()`` (e.g. ``"layer10"`` of
-:class:`repdyn.nn.mlp.MLP`, ``"features.3"`` of a torchvision-style net); the representation is that
+:class:`repdyn.nn.models.mlp.MLP`, ``"features.3"`` of a torchvision-style net); the representation is that
 submodule's output. For an :class:`repdyn.nn.ensemble.Ensemble` the names are those of one member and every
 result gets a leading K dimension.
 """

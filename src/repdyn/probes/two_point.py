@@ -18,7 +18,7 @@ from repdyn.nn.recording import PassRecorder, Recorder
 from repdyn.probes.activations import activations, check_layers, layer_names
 
 OUTPUT = "output"
-"""The layer name of the network output (:class:`repdyn.nn.mlp.MLP`, :class:`repdyn.nn.cnn.ConvChain`)."""
+"""The layer name of the network output (:class:`repdyn.nn.models.mlp.MLP`, :class:`repdyn.nn.models.cnn.ConvChain`)."""
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ A discrete network has weights ``W`` of shape ``(L, w, w+1)`` (last column = bia
 representations ``A_0..A_L`` stacked as ``(L+1, w, N)`` and momenta ``B_0..B_L`` of the same shape.
 
 Every function takes plain tensors, so the diagnostics apply to any trained Leaky ResNet, not only
-:class:`repdyn.nn.leaky_resnet.LeakyResNet`. Use float64 for comparisons with the identities (spec 002 §3.12).
+:class:`repdyn.nn.models.leaky_resnet.LeakyResNet`. Use float64 for comparisons with the identities (spec 002 §3.12).
 
 Errata followed (each checked against the paper, seed 002):
 - spec 002 §7 P5(a): ``B_p = (A_p + dA_p / L~) K_p^+`` (the paper's ``W_p sigma(A_p)^+`` does not type-check).
@@ -291,7 +291,7 @@ def leaky_forward_layers(weights: Tensor, rho: Tensor, A0: Tensor, ltilde: Tenso
     layer once (``unbind``) and nothing is stacked, so autograd through it costs O(L) (indexing
     ``weights[..., l, :, :]`` in the loop, or stacking the representations, makes autograd fill a zero tensor of
     the whole stack per layer: O(L^2)). Training uses the hand-written gradient
-    :func:`repdyn.nn.leaky_resnet.objective_gradient`, tested equal to autograd through this."""
+    :func:`repdyn.nn.models.leaky_resnet.objective_gradient`, tested equal to autograd through this."""
     if weights.shape[-1] != weights.shape[-2] + 1:
         raise ValueError(f"weights have shape {tuple(weights.shape)}: expected (..., L, w, w+1)")
     if rho.shape[-1] != weights.shape[-3]:

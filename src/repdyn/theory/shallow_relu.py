@@ -9,7 +9,7 @@ Conventions (spec 001 §2.0): samples x are sorted ascending, the residual is ρ
 L = ½ Σ_j ρ_j², κ = m/α, r̂_i = c_i √(a_i² + b_i²) and r_i = κ r̂_i.
 
 The functions on the full network (``network``, ``loss_gradients``, ``tangent_kernel``) accept NumPy arrays or
-torch tensors with any leading batch shape (..., m); the trainer of :mod:`repdyn.nn.shallow_relu` uses them on
+torch tensors with any leading batch shape (..., m); the trainer of :mod:`repdyn.nn.full_batch_gd` uses them on
 tensors. The canonical-coordinate functions work on NumPy float64 arrays.
 """
 

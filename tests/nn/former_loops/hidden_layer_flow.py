@@ -1,7 +1,7 @@
-"""``repdyn.nn.hidden_layer.train_gradient_flow``: trials that stop at different steps (compaction), records every step,
-every third step and none, traced neurons, the host looking every step (its all-accept fast path) and every 4th,
-stop fractions below 1, the dgrad-free limit off and at its default, growth on jumps on and off, and a trial whose
-output is not finite (the step the divergence error names)."""
+"""``repdyn.nn.gradient_flow.train_gradient_flow``: trials that stop at different steps (compaction), records every
+step, every third step and none, traced neurons, the host looking every step (its all-accept fast path) and every
+4th, stop fractions below 1, the dgrad-free limit off and at its default, growth on jumps on and off, and a trial
+whose output is not finite (the step the divergence error names)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import torch
 def case() -> dict[str, np.ndarray]:
     from repdyn.data.manifolds import sample_manifold
     from repdyn.nn.divergence import Diverged
-    from repdyn.nn.hidden_layer import init_hidden_layer, stack_params, train_gradient_flow
+    from repdyn.nn.gradient_flow import train_gradient_flow
+    from repdyn.nn.models.hidden_layer import init_hidden_layer, stack_params
 
     gen = torch.Generator().manual_seed(7)
     x, y = sample_manifold("stripe", 60, 2, gen, batch=(5,))

@@ -1,4 +1,4 @@
-"""``repdyn.nn.leaky_resnet.fit``: both phases, a cosine-decayed Adam rate, adaptive steps in both phases."""
+"""``repdyn.nn.leaky_resnet_fit.fit``: both phases, a cosine-decayed Adam rate, adaptive steps in both phases."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import torch
 
 
 def case() -> dict[str, np.ndarray]:
-    from repdyn.nn.leaky_resnet import LeakyResNet, TrainingPlan, fit
+    from repdyn.nn.leaky_resnet_fit import TrainingPlan, fit
+    from repdyn.nn.models.leaky_resnet import LeakyResNet
 
     generator = torch.Generator().manual_seed(3)
     x = torch.randn(24, 4, generator=generator, dtype=torch.float64)

@@ -1,4 +1,4 @@
-"""``repdyn.nn.leaky_resnet.lbfgs_finish`` after a short fit: chunks that do not divide the iterations, one member
+"""``repdyn.nn.leaky_resnet_fit.lbfgs_finish`` after a short fit: chunks that do not divide the iterations, one member
 stopped by the tolerance and the others by the iteration budget."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ import torch
 
 
 def case() -> dict[str, np.ndarray]:
-    from repdyn.nn.leaky_resnet import LeakyResNet, TrainingPlan, fit, lbfgs_finish
+    from repdyn.nn.leaky_resnet_fit import TrainingPlan, fit, lbfgs_finish
+    from repdyn.nn.models.leaky_resnet import LeakyResNet
 
     generator = torch.Generator().manual_seed(7)
     x = torch.randn(20, 3, generator=generator, dtype=torch.float64)

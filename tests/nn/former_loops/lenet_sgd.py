@@ -1,4 +1,4 @@
-"""``repdyn.nn.lenet.train_batch1_sgd``: a few trials with ``val_every`` and ``check_every`` that do not divide the
+"""``repdyn.nn.batch1_sgd.train_batch1_sgd``: a few trials with ``val_every`` and ``check_every`` that do not divide the
 step count, a run with a validation chunk smaller than the validation set, and a run whose large rate diverges (the
 step its :class:`~repdyn.nn.divergence.Diverged` names, under two check intervals)."""
 
@@ -10,7 +10,8 @@ import torch
 
 def case() -> dict[str, np.ndarray]:
     from repdyn.nn import Diverged
-    from repdyn.nn.lenet import lenet_ensemble, train_batch1_sgd
+    from repdyn.nn.batch1_sgd import train_batch1_sgd
+    from repdyn.nn.models.lenet import lenet_ensemble
 
     data = torch.Generator().manual_seed(6)
     x = torch.randn(11, 1, 32, 32, dtype=torch.float64, generator=data)

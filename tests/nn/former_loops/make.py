@@ -5,7 +5,8 @@ Each module here defines ``case()``, a small run through one training loop's pub
 ``tests/nn/test_former_loops.py`` asserts that today's loop returns the same arrays bit for bit.
 
 Usage, with ``<checkout>`` the commit whose loop is the reference:
-``PYTHONPATH=<checkout>/src python tests/nn/former_loops/make.py NAME [NAME ...]``.
+``PYTHONPATH=<checkout>/src python tests/nn/former_loops/make.py NAME [NAME ...]``. The cases import the loops
+from today's modules; at a checkout whose loops live in other modules, point the case's imports at those first.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``repdyn.nn.shallow_relu.train_full_batch_gd``: networks that stop at different steps (one never does, so the run
+"""``repdyn.nn.full_batch_gd.train_full_batch_gd``: networks that stop at different steps (one never does, so the run
 reaches ``max_steps``), a run in which every network stops between recorded steps (later records dropped), the
 ``max_move`` cap with lr_fraction halvings, tracked neurons and snapshots."""
 
@@ -10,7 +10,8 @@ import numpy as np
 
 
 def case() -> dict[str, np.ndarray]:
-    from repdyn.nn.shallow_relu import ShallowReLUBatch, train_full_batch_gd, uniform_init
+    from repdyn.nn.full_batch_gd import train_full_batch_gd
+    from repdyn.nn.models.shallow_relu import ShallowReLUBatch, uniform_init
 
     x = np.linspace(-1, 1, 6)
     sine, steps = np.sin(np.pi * x), np.array([1.0, 1.0, -1.0, -1.0, 1.0, 1.0])

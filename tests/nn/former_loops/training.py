@@ -22,7 +22,7 @@ import torch
 from repdyn.data.two_points import two_point_data
 from repdyn.nn import MLP, Diverged, Ensemble, Schedule, train
 from repdyn.nn.checkpoint import Checkpointer, checkpointing
-from repdyn.nn.cnn import SmallCNN
+from repdyn.nn.models.cnn import SmallCNN
 from repdyn.nn.recording import activation_recorder, output_recorder
 from repdyn.probes.two_point import two_point_recorder
 

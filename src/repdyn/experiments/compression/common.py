@@ -3,7 +3,7 @@
 Integrator note (quick scale): the dgrad threshold is 10⁻² instead of the reference 10⁻⁴. At h p² far below the
 paper's 10¹², a single ReLU gate crossing a training point changes the gradient by dgrad ~ 100/(h p²), so 10⁻⁴ would
 make the step track gate crossings instead of the smooth flow. Below dt = τ/160 the dgrad test is skipped (see
-:func:`repdyn.nn.hidden_layer.train_gradient_flow`), which removes the stall of the plain rule.
+:func:`repdyn.nn.gradient_flow.train_gradient_flow`), which removes the stall of the plain rule.
 """
 
 from __future__ import annotations
@@ -18,13 +18,8 @@ from sklearn.svm import SVC
 
 from repdyn.data.manifolds import informative_dimension, sample_manifold
 from repdyn.framework.claims import Control, Measured, Precondition, at_least
-from repdyn.nn.hidden_layer import (
-    FlowResult,
-    HiddenLayerNet,
-    hidden_layer_output,
-    init_hidden_layer,
-    train_gradient_flow,
-)
+from repdyn.nn.gradient_flow import FlowResult, train_gradient_flow
+from repdyn.nn.models.hidden_layer import HiddenLayerNet, hidden_layer_output, init_hidden_layer
 from repdyn.nn.trajectory import Trajectory
 from repdyn.probes.kernel_pca import kernel_pca
 from repdyn.theory.compression import (

@@ -32,7 +32,7 @@ from repdyn.framework.claims import ClaimSpec, Measured, Precondition, at_least,
 from repdyn.framework.config import ConfigError, check_data_folder, param
 from repdyn.nn.driver import AdaptiveEuler, StepRule, drive
 from repdyn.nn.losses import hinge_of_margins, softplus_hinge
-from repdyn.nn.mnas_cnn import MnasCNN
+from repdyn.nn.models.mnas_cnn import MnasCNN
 from repdyn.nn.trajectory import Trajectory
 from repdyn.probes.intrinsic_dimension import curve_fraction, two_nn
 from repdyn.probes.ntk import empirical_ntk_with_gram
@@ -344,7 +344,7 @@ def _fit_cnn_momentum(model: MnasCNN, x: torch.Tensor, y: torch.Tensor, alpha: f
     and the trial steps taken (its trajectory's ``stopped_at``). Run by :func:`repdyn.nn.driver.drive` (checkpoints,
     progress, divergence of the gradient norm).
 
-    Device-resident, as ``nn.hidden_layer.train_gradient_flow``: dt, the accept test and the stop flag are tensors
+    Device-resident, as ``nn.gradient_flow.train_gradient_flow``: dt, the accept test and the stop flag are tensors
     updated by ``torch.where``; the host looks (to stop the loop, to check for NaN) only every ``sync_every`` steps
     (default 1 on the CPU, 64 on a GPU). After the stop the trial steps change nothing and are not counted, so the
     weights and the returned steps do not depend on ``sync_every``."""

@@ -23,7 +23,8 @@ from repdyn.experiments.compression.common import (
 from repdyn.framework.base import Analysis, Experiment, RunResult, RunSpec
 from repdyn.framework.claims import ClaimSpec, Holds, Measured, at_most
 from repdyn.framework.config import param
-from repdyn.nn.hidden_layer import init_hidden_layer, stack_params, train_gradient_flow
+from repdyn.nn.gradient_flow import train_gradient_flow
+from repdyn.nn.models.hidden_layer import init_hidden_layer, stack_params
 from repdyn.theory.compression import (
     STRIPE_X_MAX,
     STRIPE_X_MIN,

@@ -15,7 +15,7 @@ from repdyn.framework.base import RunSpec
 from repdyn.framework.claims import Control, Precondition, at_least, at_most
 from repdyn.framework.config import ConfigError, param
 from repdyn.nn import MLP, Ensemble, Schedule, train
-from repdyn.nn.cnn import ConvChain
+from repdyn.nn.models.cnn import ConvChain
 from repdyn.probes.two_point import TwoPointState, two_point_recorder
 from repdyn.theory import effective_theory as et
 

@@ -15,7 +15,8 @@ from matplotlib.figure import Figure
 from repdyn.framework.base import RunResult
 from repdyn.framework.claims import Precondition, at_most
 from repdyn.framework.config import param
-from repdyn.nn.lenet import lenet_ensemble, train_batch1_sgd
+from repdyn.nn.batch1_sgd import train_batch1_sgd
+from repdyn.nn.models.lenet import lenet_ensemble
 from repdyn.theory import elasticity_estimators as ee
 
 NUMBER = "004"

@@ -11,7 +11,8 @@ import torch
 
 from repdyn.data.teacher import TEACHER_KINDS, bottleneck_teacher
 from repdyn.framework.config import ConfigError, param
-from repdyn.nn.leaky_resnet import INITS, LeakyResNet, TrainingPlan, data_cost, lbfgs_finish
+from repdyn.nn.leaky_resnet_fit import TrainingPlan, lbfgs_finish
+from repdyn.nn.models.leaky_resnet import INITS, LeakyResNet, data_cost
 from repdyn.probes.rank import effective_rank
 from repdyn.theory import leaky_resnet as lr
 

@@ -51,7 +51,8 @@ from repdyn.framework.claims import (
     values_text,
 )
 from repdyn.framework.config import param
-from repdyn.nn.leaky_resnet import LeakyResNet, fit
+from repdyn.nn.leaky_resnet_fit import fit
+from repdyn.nn.models.leaky_resnet import LeakyResNet
 from repdyn.theory import leaky_resnet as lr
 
 UNTRAINED_CONTROL = Control("the untrained networks (steps = 0): same paired initialisations", UNTRAINED)

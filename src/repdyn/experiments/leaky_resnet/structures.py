@@ -51,7 +51,7 @@ from repdyn.framework.claims import (
     values_text,
 )
 from repdyn.framework.config import ConfigError, param
-from repdyn.nn.leaky_resnet import fit
+from repdyn.nn.leaky_resnet_fit import fit
 from repdyn.nn.trajectory import Trajectory
 
 

@@ -1,14 +1,14 @@
 """Shared measurements, initialisations and plots of the seed-001 experiments (shallow univariate ReLU networks).
 
 All networks use Eq. (1) of seed 001 with α = √m (§4), float64, full-batch GD with η = lr_fraction/λ_max(Θ)
-(``repdyn.nn.shallow_relu``), and the metrics M1-M7 of spec 001 §3.4 on a 2001-point grid of the data hull.
+(``repdyn.nn.full_batch_gd``), and the metrics M1-M7 of spec 001 §3.4 on a 2001-point grid of the data hull.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from repdyn.nn.shallow_relu import uniform_init
+from repdyn.nn.models.shallow_relu import uniform_init
 from repdyn.theory import shallow_relu as sr
 from repdyn.theory import shallow_relu_kernels as kr
 

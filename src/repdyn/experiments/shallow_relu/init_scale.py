@@ -19,12 +19,8 @@ from repdyn.experiments.shallow_relu.common import (
 from repdyn.framework.base import Analysis, Experiment, RunResult, RunSpec
 from repdyn.framework.claims import ClaimSpec, Control, Measured, at_least
 from repdyn.framework.config import param
-from repdyn.nn.shallow_relu import (
-    ShallowReLUBatch,
-    pytorch_default_init,
-    rescale,
-    train_full_batch_gd,
-)
+from repdyn.nn.full_batch_gd import train_full_batch_gd
+from repdyn.nn.models.shallow_relu import ShallowReLUBatch, pytorch_default_init, rescale
 from repdyn.theory import shallow_relu as sr
 
 

@@ -20,10 +20,8 @@ from repdyn.experiments.shallow_relu.common import (
 from repdyn.framework.base import Analysis, Experiment, RunResult, RunSpec
 from repdyn.framework.claims import ClaimSpec, CloseTo, Control, Measured, Precondition, at_most
 from repdyn.framework.config import param
-from repdyn.nn.shallow_relu import (
-    ShallowReLUBatch,
-    train_full_batch_gd,
-)
+from repdyn.nn.full_batch_gd import train_full_batch_gd
+from repdyn.nn.models.shallow_relu import ShallowReLUBatch
 from repdyn.theory import shallow_relu as sr
 from repdyn.theory import shallow_relu_kernels as kr
 

@@ -14,7 +14,8 @@ from repdyn.experiments.shallow_relu.common import FITTED, NUMBER, evaluate, hul
 from repdyn.framework.base import Analysis, Experiment, RunResult, RunSpec
 from repdyn.framework.claims import ClaimSpec, Control, Measured, Precondition, at_most
 from repdyn.framework.config import param
-from repdyn.nn.shallow_relu import ShallowReLUBatch, train_full_batch_gd, with_imbalance
+from repdyn.nn.full_batch_gd import train_full_batch_gd
+from repdyn.nn.models.shallow_relu import ShallowReLUBatch, with_imbalance
 from repdyn.theory import shallow_relu as sr
 from repdyn.theory import shallow_relu_kernels as kr
 

@@ -14,7 +14,8 @@ from repdyn.experiments.shallow_relu.common import NUMBER
 from repdyn.framework.base import Analysis, Experiment, RunResult, RunSpec
 from repdyn.framework.claims import ClaimSpec, CloseTo, Control, Measured
 from repdyn.framework.config import ConfigError, param
-from repdyn.nn.shallow_relu import ShallowReLUBatch, train_full_batch_gd, uniform_init
+from repdyn.nn.full_batch_gd import train_full_batch_gd
+from repdyn.nn.models.shallow_relu import ShallowReLUBatch, uniform_init
 from repdyn.theory import shallow_relu as sr
 
 

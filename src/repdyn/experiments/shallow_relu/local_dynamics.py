@@ -16,7 +16,7 @@ from repdyn.experiments.shallow_relu.common import NUMBER, hull, lambda_labels, 
 from repdyn.framework.base import Analysis, Experiment, RunResult, RunSpec
 from repdyn.framework.claims import ClaimSpec, Control, Measured, at_least, at_most
 from repdyn.framework.config import ConfigError, param
-from repdyn.nn.shallow_relu import mean_amplitude, uniform_init, with_imbalance
+from repdyn.nn.models.shallow_relu import mean_amplitude, uniform_init, with_imbalance
 from repdyn.theory import shallow_relu as sr
 
 FIG2_LEVELS = (-100.0, 0.0, 100.0)

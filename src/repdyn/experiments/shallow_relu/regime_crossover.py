@@ -36,13 +36,8 @@ from repdyn.framework.claims import (
     values_text,
 )
 from repdyn.framework.config import ConfigError, param
-from repdyn.nn.shallow_relu import (
-    ShallowReLUBatch,
-    adaptive_limit_init,
-    mean_amplitude,
-    train_full_batch_gd,
-    with_imbalance,
-)
+from repdyn.nn.full_batch_gd import train_full_batch_gd
+from repdyn.nn.models.shallow_relu import ShallowReLUBatch, adaptive_limit_init, mean_amplitude, with_imbalance
 from repdyn.theory import shallow_relu as sr
 from repdyn.theory import shallow_relu_kernels as kr
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 from scipy import integrate
 
-from repdyn.nn.mnas_cnn import SWISH_GAIN, MnasCNN, ScaledConv2d, swish
+from repdyn.nn.models.mnas_cnn import SWISH_GAIN, MnasCNN, ScaledConv2d, swish
 
 
 def test_parameter_count_and_conv_count() -> None:

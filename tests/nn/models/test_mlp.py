@@ -3,8 +3,8 @@ import math
 import pytest
 import torch
 
-from repdyn.nn.cnn import ConvChain, SmallCNN
-from repdyn.nn.mlp import ACTIVATIONS, MLP
+from repdyn.nn.models.cnn import ConvChain, SmallCNN
+from repdyn.nn.models.mlp import ACTIVATIONS, MLP
 
 
 def test_xavier_normal_std_and_zero_biases():

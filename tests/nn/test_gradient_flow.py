@@ -9,16 +9,9 @@ import pytest
 import torch
 
 from repdyn.data.manifolds import sample_manifold
-from repdyn.nn.hidden_layer import (
-    HiddenLayerModule,
-    HiddenLayerNet,
-    hidden_layer_output,
-    hinge_descent_direction,
-    hinge_loss,
-    init_hidden_layer,
-    train_gradient_flow,
-)
+from repdyn.nn.gradient_flow import hinge_descent_direction, hinge_loss, train_gradient_flow
 from repdyn.nn.kernel_flow import kernel_hinge_flow
+from repdyn.nn.models.hidden_layer import HiddenLayerModule, HiddenLayerNet, hidden_layer_output, init_hidden_layer
 from repdyn.probes.ntk import empirical_ntk
 from repdyn.theory.compression import (
     classification_error,
@@ -51,7 +44,8 @@ def test_integrator_workspace_direction_equals_the_closed_form() -> None:
     """The integrator's buffered direction (one (S, p, h) buffer, products with the buffer on the right) gives
     hinge_descent_direction's f̃ and −∇L to rounding, on a state where some points are fitted and others not, and
     with them the margins α y f̃ and the hinge's active set of its f̃ exactly."""
-    from repdyn.nn.hidden_layer import _Workspace, stack_params
+    from repdyn.nn.gradient_flow import _Workspace
+    from repdyn.nn.models.hidden_layer import stack_params
 
     net, x, y = _setup(n_trials=3, h=50, d=4, p=60)
     f0 = hidden_layer_output(net, x)

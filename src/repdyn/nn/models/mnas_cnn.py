@@ -15,6 +15,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+__all__ = ["SWISH_GAIN", "InvertedResidual", "MnasCNN", "ScaledConv2d", "swish"]
+
 SWISH_GAIN = 1.67653
 
 

@@ -1,7 +1,7 @@
-"""One-hidden-layer network of seed 003 (Eq. 1) trained by adaptive-step gradient flow on the hinge loss.
+"""Adaptive-step gradient flow on the hinge loss of the one-hidden-layer network of seed 003
+(:mod:`repdyn.nn.models.hidden_layer`).
 
-f(x) = (1/h) Σ_n β_n σ(ω_n·x/√d + b_n), σ(u) = √2 max(0, u), all weights N(0, 1) (b included, spec 003 P6);
-predictor F = α(f − f₀) with f₀ the frozen network at initialisation. Loss (spec 003 §2.3, P1):
+Predictor F = α(f − f₀) with f₀ the frozen network at initialisation. Loss (spec 003 §2.3, P1):
 L = (1/(αp)) Σ_μ max(0, 1 − α y^μ (f − f₀)(x^μ)), whose negative gradient is exactly Eq. (2) (no α in front of
 ∂_W f). The integrator is the adaptive-step explicit Euler of spec 003 §2.4 (defined only in the reference
 code), with the stopping rule and t* of §2.5. Trials (seeds) are stacked on a leading axis and integrated as
@@ -18,65 +18,14 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from torch import nn
 
 from repdyn.nn.driver import AdaptiveEuler, StepRule, drive
 from repdyn.nn.losses import hinge_of_margins
+from repdyn.nn.models.hidden_layer import SQRT2, HiddenLayerNet, preact, stack_params, unstack_params
 from repdyn.nn.trajectory import Trajectory
 from repdyn.theory.compression import amplification
 
-SQRT2 = math.sqrt(2.0)
-
-
-@dataclass
-class HiddenLayerNet:
-    """Stacked weights of S networks: w (S, h, d), b (S, h), beta (S, h)."""
-
-    w: torch.Tensor
-    b: torch.Tensor
-    beta: torch.Tensor
-
-    def clone(self) -> HiddenLayerNet:
-        return HiddenLayerNet(self.w.clone(), self.b.clone(), self.beta.clone())
-
-    def flat(self) -> torch.Tensor:
-        """(S, h d + 2 h) view of all parameters of each trial."""
-        return torch.cat([self.w.flatten(1), self.b, self.beta], dim=1)
-
-
-class HiddenLayerModule(nn.Module):
-    """One trial of a :class:`HiddenLayerNet` as an ``nn.Module`` (f of Eq. 1), for the model-agnostic probes."""
-
-    def __init__(self, net: HiddenLayerNet, trial: int = 0) -> None:
-        super().__init__()
-        self.w = nn.Parameter(net.w[trial].detach().clone())
-        self.b = nn.Parameter(net.b[trial].detach().clone())
-        self.beta = nn.Parameter(net.beta[trial].detach().clone())
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        u = x @ self.w.T / math.sqrt(self.w.shape[1]) + self.b
-        return SQRT2 * torch.relu(u) @ self.beta / self.w.shape[0]
-
-
-def init_hidden_layer(n_trials: int, h: int, d: int, generator: torch.Generator,
-                      dtype: torch.dtype = torch.float64, device: str = "cpu") -> HiddenLayerNet:
-    """All weights i.i.d. N(0, 1) (seed 003 §2.2), ``n_trials`` independent networks."""
-    if min(n_trials, h, d) < 1:
-        raise ValueError(f"need n_trials, h, d >= 1, got {n_trials}, {h}, {d}")
-    w = torch.randn(n_trials, h, d, generator=generator, dtype=dtype)
-    b = torch.randn(n_trials, h, generator=generator, dtype=dtype)
-    beta = torch.randn(n_trials, h, generator=generator, dtype=dtype)
-    return HiddenLayerNet(w.to(device), b.to(device), beta.to(device))
-
-
-def _preact(net: HiddenLayerNet, x: torch.Tensor) -> torch.Tensor:
-    return torch.baddbmm(net.b.unsqueeze(1), x, net.w.transpose(1, 2), alpha=1 / math.sqrt(net.w.shape[-1]))
-
-
-def hidden_layer_output(net: HiddenLayerNet, x: torch.Tensor) -> torch.Tensor:
-    """f(x) of Eq. (1) for x (S, n, d) → (S, n)."""
-    u = _preact(net, x)
-    return SQRT2 * torch.einsum("snh,sh->sn", u.clamp_min(0), net.beta) / net.w.shape[1]
+__all__ = ["FlowResult", "hinge_descent_direction", "hinge_loss", "margin_hinge_loss", "train_gradient_flow"]
 
 
 def hinge_loss(f_centered: torch.Tensor, y: torch.Tensor, alpha: float) -> torch.Tensor:
@@ -94,7 +43,7 @@ def hinge_descent_direction(net: HiddenLayerNet, x: torch.Tensor, y: torch.Tenso
     """(f̃ = f − f₀ on x, −∇L) with −∇L = (1/p) Σ_μ ∂_W f(x^μ) y^μ Θ(1 − y^μ F^μ) (Eqs. 2 and 4)."""
     h, d = net.w.shape[1], net.w.shape[2]
     p = x.shape[1]
-    u = _preact(net, x)
+    u = preact(net, x)
     act = u.clamp_min(0)
     f_centered = torch.bmm(act, net.beta.unsqueeze(-1)).squeeze(-1) * (SQRT2 / h) - f0
     g = y * (alpha * y * f_centered < 1).to(u.dtype) * (SQRT2 / (h * p))
@@ -229,17 +178,6 @@ class _Records:
         """(5, S, T) of every record, outside inference mode."""
         self.flush()
         return torch.cat(self.blocks, dim=-1) if len(self.blocks) > 1 else self.blocks[0].clone()
-
-
-def stack_params(net: HiddenLayerNet) -> torch.Tensor:
-    """Every neuron's parameters as one (S, h, d + 2) tensor (ω, b, β): the integrator's θ and the layout of its
-    traced neurons."""
-    return torch.cat([net.w, net.b.unsqueeze(-1), net.beta.unsqueeze(-1)], dim=-1)
-
-
-def _unstack_params(theta: torch.Tensor) -> HiddenLayerNet:
-    d = theta.shape[-1] - 2
-    return HiddenLayerNet(theta[..., :d].contiguous(), theta[..., d].contiguous(), theta[..., d + 1].contiguous())
 
 
 def train_gradient_flow(net: HiddenLayerNet, x: torch.Tensor, y: torch.Tensor, alpha: float, *,
@@ -482,7 +420,7 @@ class _Flow(StepRule):
         if self.trace_neurons:
             series["neurons"] = torch.stack(self.neurons)
         recorded = np.unique(np.r_[np.arange(0, steps + 1, self.record_every), steps]) if self.record_every else []
-        return FlowResult(_unstack_params(theta), self.f0, t, t_star, lam_star, lam_max, _unstack_params(at_t_star),
+        return FlowResult(unstack_params(theta), self.f0, t, t_star, lam_star, lam_max, unstack_params(at_t_star),
                           ~running, Trajectory(np.asarray(recorded, dtype=np.int64), series, steps))
 
     def final(self) -> dict:

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from repdyn.nn import Diverged
-from repdyn.nn import shallow_relu as nsr
+from repdyn.nn import full_batch_gd as gd
+from repdyn.nn.models import shallow_relu as nsr
 from repdyn.theory import shallow_relu as sr
 
 X = np.linspace(-1, 1, 6)
@@ -50,9 +51,9 @@ def test_padded_batch_trains_like_separate_networks():
     """Padding neurons a = b = c = 0 are inert: a batch of widths 10 and 30 trains exactly like each alone."""
     rng = np.random.default_rng(1)
     nets = [nsr.uniform_init(10, rng, 0.5), nsr.uniform_init(30, rng, 0.5)]
-    together = nsr.train_full_batch_gd(_batch(nets, [np.sqrt(10), np.sqrt(30)]), X, Y, max_steps=300)
+    together = gd.train_full_batch_gd(_batch(nets, [np.sqrt(10), np.sqrt(30)]), X, Y, max_steps=300)
     for i, p in enumerate(nets):
-        alone = nsr.train_full_batch_gd(_batch([p], [np.sqrt(p[0].size)]), X, Y, max_steps=300)
+        alone = gd.train_full_batch_gd(_batch([p], [np.sqrt(p[0].size)]), X, Y, max_steps=300)
         for k in range(3):
             np.testing.assert_allclose(together.params[k][i, : p[0].size], alone.params[k][0], rtol=1e-12,
                                        atol=1e-14)
@@ -107,7 +108,7 @@ def test_train_only_c_freezes_knots_and_moves_radially():
     """T14: with a, b frozen (δ = −∞) knots and angles do not change at all and uv paths are radial."""
     rng = np.random.default_rng(4)
     p = nsr.uniform_init(40, rng, 0.2)
-    res = nsr.train_full_batch_gd(_batch([p], [np.sqrt(40)], train_ab=False), X, Y, max_steps=500,
+    res = gd.train_full_batch_gd(_batch([p], [np.sqrt(40)], train_ab=False), X, Y, max_steps=500,
                                   track=np.arange(40), track_every=50)
     a, b, c = res.params
     assert np.array_equal(a[0], p[0]) and np.array_equal(b[0], p[1])
@@ -122,7 +123,7 @@ def test_positive_delta_keeps_sign_of_c():
     """T15: neurons with δ_i > 0 never change sign(c_i) under GD with the λ_max step rule."""
     rng = np.random.default_rng(5)
     p = nsr.with_imbalance(nsr.uniform_init(40, rng, 0.5), 0.05)
-    res = nsr.train_full_batch_gd(_batch([p], [np.sqrt(40)]), X, Y, max_steps=2000, track=np.arange(40),
+    res = gd.train_full_batch_gd(_batch([p], [np.sqrt(40)]), X, Y, max_steps=2000, track=np.arange(40),
                                   track_every=10)
     signs = np.sign(res.tracked["neurons"][:, 0, :, 2])
     assert np.all(signs == np.sign(p[2]))
@@ -137,7 +138,7 @@ def test_lazy_knot_motion_scales_as_inverse_sqrt_width():
     moved = []
     for i, m in enumerate(widths):
         p = nsr.uniform_init(m, np.random.default_rng(6 + i), 1.0)
-        res = nsr.train_full_batch_gd(_batch([p], [np.sqrt(m)]), x, y, max_steps=20, lr_every=10**6)
+        res = gd.train_full_batch_gd(_batch([p], [np.sqrt(m)]), x, y, max_steps=20, lr_every=10**6)
         r0, theta0 = sr.to_canonical(*p, 1.0)
         _, theta1 = sr.to_canonical(*(v[0] for v in res.params), 1.0)
         turn = np.abs(np.angle(np.exp(1j * (theta1 - theta0))))
@@ -151,9 +152,9 @@ def test_divergence_and_bad_input_are_reported():
     rng = np.random.default_rng(7)
     batch = _batch([nsr.uniform_init(10, rng, 0.5)], [1.0])
     with pytest.raises(Diverged):
-        nsr.train_full_batch_gd(batch, X, np.full(6, np.nan), max_steps=5)
+        gd.train_full_batch_gd(batch, X, np.full(6, np.nan), max_steps=5)
     with pytest.raises(ValueError, match="lr_fraction"):
-        nsr.train_full_batch_gd(batch, X, Y, max_steps=5, lr_fraction=3.0)
+        gd.train_full_batch_gd(batch, X, Y, max_steps=5, lr_fraction=3.0)
     with pytest.raises(ValueError, match="alpha"):
         nsr.ShallowReLUBatch.stack([nsr.uniform_init(10, rng, 0.5)], [1.0, 2.0])
 
@@ -162,14 +163,14 @@ def test_stops_when_converged():
     """A network stops at L ≤ tol · max(L_0, ½‖y‖²) and its parameters stop changing."""
     rng = np.random.default_rng(8)
     y = np.sin(np.pi * X)
-    res = nsr.train_full_batch_gd(_batch([nsr.uniform_init(20, rng, 1.0)], [np.sqrt(20)]), X, y,
+    res = gd.train_full_batch_gd(_batch([nsr.uniform_init(20, rng, 1.0)], [np.sqrt(20)]), X, y,
                                   max_steps=3000, tol=1e-3, lr_fraction=1.0)
     assert res.converged[0] and res.steps[0] < 3000 and res.trajectory.steps[-1] == res.steps[0]
     assert res.trajectory.stopped_at == res.steps[0] and res.tracked.stopped_at == res.steps[0]
     assert res.trajectory["loss"][-1, 0] <= 1e-3 * 0.5 * np.sum(y**2)
 
 
-def _gd_cases(device: str = "cpu") -> list[nsr.GDResult]:
+def _gd_cases(device: str = "cpu") -> list[gd.GDResult]:
     """Tracking, snapshots, halving, the step cap, per-network stopping and a stop between recorded steps."""
     rng = np.random.default_rng(3)
     nets = [nsr.uniform_init(20, rng, 1.0), nsr.uniform_init(8, rng, 0.5)]
@@ -179,11 +180,11 @@ def _gd_cases(device: str = "cpu") -> list[nsr.GDResult]:
                                           [True, False][:n], device)
 
     sine = np.sin(np.pi * X)
-    return [nsr.train_full_batch_gd(batch(), X, sine, max_steps=3000, tol=1e-3, lr_fraction=1.0, record_every=7,
+    return [gd.train_full_batch_gd(batch(), X, sine, max_steps=3000, tol=1e-3, lr_fraction=1.0, record_every=7,
                                     track=np.array([0, 3]), track_every=5, snapshot_steps=(0, 10, 2999)),
-            nsr.train_full_batch_gd(batch(), X, Y, max_steps=400, tol=0.0, lr_fraction=1.9, record_every=50,
+            gd.train_full_batch_gd(batch(), X, Y, max_steps=400, tol=0.0, lr_fraction=1.9, record_every=50,
                                     max_move=0.05, track=np.array([1]), snapshot_steps=(100,)),
-            nsr.train_full_batch_gd(batch(1), X, sine, max_steps=3000, tol=1e-3, lr_fraction=1.0, record_every=7,
+            gd.train_full_batch_gd(batch(1), X, sine, max_steps=3000, tol=1e-3, lr_fraction=1.0, record_every=7,
                                     track=np.array([0, 3]), track_every=5, snapshot_steps=(0, 10, 700))]
 
 
@@ -230,13 +231,13 @@ def test_an_interrupted_gd_resumes_from_its_checkpoint_bit_identical(tmp_path, s
     nets = [nsr.uniform_init(20, rng, 0.2) for _ in range(3)]
     kwargs = {"max_steps": 300, "lr_fraction": 0.5, "tol": 0.0, "record_every": 50, "lr_every": 40,
               "track": np.arange(3), "track_every": 30, "snapshot_steps": (90,), "max_move": 0.01}
-    reference = nsr.train_full_batch_gd(_batch(nets, [np.sqrt(20)] * 3, train_ab=[True, False, True]), x, y, **kwargs)
+    reference = gd.train_full_batch_gd(_batch(nets, [np.sqrt(20)] * 3, train_ab=[True, False, True]), x, y, **kwargs)
     path = tmp_path / "run.ckpt"
     with checkpointing(Checkpointer(path, every=0.0)), reporting(kill_at(stop_at)), pytest.raises(Killed):
-        nsr.train_full_batch_gd(_batch(nets, [np.sqrt(20)] * 3, train_ab=[True, False, True]), x, y, **kwargs)
+        gd.train_full_batch_gd(_batch(nets, [np.sqrt(20)] * 3, train_ab=[True, False, True]), x, y, **kwargs)
     seen = []
     with checkpointing(Checkpointer(path, every=0.0)), reporting(lambda step, total, loss=None: seen.append(step)):
-        resumed = nsr.train_full_batch_gd(_batch(nets, [np.sqrt(20)] * 3, train_ab=[True, False, True]), x, y, **kwargs)
+        resumed = gd.train_full_batch_gd(_batch(nets, [np.sqrt(20)] * 3, train_ab=[True, False, True]), x, y, **kwargs)
     assert seen[0] == stop_at
     for field in ("steps", "time", "converged", "lr_fraction", "ntk_initial", "ntk_final", "delta_drift"):
         np.testing.assert_array_equal(getattr(resumed, field), getattr(reference, field), err_msg=field)
@@ -251,6 +252,6 @@ def test_an_interrupted_gd_resumes_from_its_checkpoint_bit_identical(tmp_path, s
     assert resumed.snapshots.steps.tolist() == [90]
     again, batch = [], _batch(nets, [np.sqrt(20)] * 3, train_ab=[True, False, True])
     with checkpointing(Checkpointer(path, every=0.0)), reporting(lambda step, total, loss=None: again.append(step)):
-        finished = nsr.train_full_batch_gd(batch, x, y, **kwargs)  # a finished loop returns its saved result
+        finished = gd.train_full_batch_gd(batch, x, y, **kwargs)  # a finished loop returns its saved result
     assert again == [] and np.array_equal(finished.trajectory["loss"], reference.trajectory["loss"])
     np.testing.assert_array_equal(batch.params()[0], reference.params[0])

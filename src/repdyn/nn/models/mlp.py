@@ -21,6 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+__all__ = ["ACTIVATIONS", "BMM_ROWS", "MLP", "activation_backward", "activation_function", "xavier_normal_linear_"]
+
 BMM_ROWS = 256
 """From this many points per member on, the fused forward pass takes b + hWᵀ as a batched matmul and an in-place add
 instead of one baddbmm: MKL's baddbmm with a broadcast bias took 1.4-1.6 × as long at 500 points (the quick digits

@@ -18,7 +18,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from repdyn.nn.mlp import activation_function
+from repdyn.nn.models.mlp import activation_function
+
+__all__ = ["ConvChain", "SmallCNN"]
 
 
 def _xavier_(module: nn.Linear | nn.Conv1d | nn.Conv2d, gain: float, generator: torch.Generator | None) -> None:

@@ -5,7 +5,8 @@ import torch
 
 from interrupt import Killed, kill_at
 from repdyn.nn import Diverged
-from repdyn.nn.leaky_resnet import LeakyResNet, TrainingPlan, data_cost, fit, objective_gradient
+from repdyn.nn.leaky_resnet_fit import TrainingPlan, fit
+from repdyn.nn.models.leaky_resnet import LeakyResNet, data_cost, objective_gradient
 from repdyn.theory import leaky_resnet as lr
 
 
@@ -214,7 +215,7 @@ def test_an_interrupted_fit_resumes_from_its_checkpoint_bit_identical(tmp_path, 
 
 
 def test_median_stationarity_from_the_gradient_is_the_theorys_residual():
-    from repdyn.nn.leaky_resnet import median_stationarity
+    from repdyn.nn.leaky_resnet_fit import median_stationarity
 
     model, (x, y) = _model(), _data()
     fit(model, x, y, 0.01, TrainingPlan(adam_steps=30, adam_lr=1e-2, gd_steps=0, gd_lr=1e-3))
@@ -227,7 +228,7 @@ def test_median_stationarity_from_the_gradient_is_the_theorys_residual():
 
 
 def test_lbfgs_finish_lowers_the_residual_and_stops_at_its_tolerance():
-    from repdyn.nn.leaky_resnet import lbfgs_finish
+    from repdyn.nn.leaky_resnet_fit import lbfgs_finish
 
     model, (x, y) = _model(), _data()
     fit(model, x, y, 0.01, TrainingPlan(adam_steps=50, adam_lr=1e-2, gd_steps=0, gd_lr=1e-3))
@@ -244,7 +245,7 @@ def test_lbfgs_finish_lowers_the_residual_and_stops_at_its_tolerance():
 @pytest.mark.parametrize("stop_at", [2, 5])  # chunks: inside the first member's finish, inside the second's
 def test_an_interrupted_lbfgs_finish_resumes_from_its_checkpoint_bit_identical(tmp_path, stop_at):
     from repdyn.nn.checkpoint import Checkpointer, checkpointing
-    from repdyn.nn.leaky_resnet import lbfgs_finish
+    from repdyn.nn.leaky_resnet_fit import lbfgs_finish
     from repdyn.nn.progress import reporting
 
     x, y = _data()
