@@ -12,19 +12,24 @@ from repdyn.nn.checkpoint import Checkpointer, checkpointing
 from repdyn.nn.divergence import Diverged
 from repdyn.nn.driver import AdaptiveEuler, Divergence, drive
 from repdyn.nn.progress import reporting
+from repdyn.nn.recording import Schedule
 
 
 class Halving:
-    """x ← x / 2 from x = 1, recording x at every step; done once x < ``until``; x becomes NaN at ``nan_at``."""
+    """x ← x / 2 from x = 1, keeping x after every step (``seen``) and recording the x a step starts from in the
+    series its schedules name (``recorded``); done once x < ``until``; x becomes NaN at ``nan_at``."""
 
     what = "x"
 
     def __init__(self, until: float = 0.0, nan_at: int = -1) -> None:
         self.x, self.until, self.nan_at = torch.tensor(1.0, dtype=torch.float64), until, nan_at
         self.seen: list[float] = []
+        self.recorded: list[tuple[int, tuple[str, ...], float]] = []
         self.looks: list[int] = []
 
-    def step(self, step: int) -> torch.Tensor:
+    def step(self, step: int, due: tuple[str, ...]) -> torch.Tensor:
+        if due:
+            self.recorded.append((step, due, float(self.x)))
         self.x = torch.tensor(math.nan) if step == self.nan_at else self.x / 2
         self.seen.append(float(self.x))
         return self.x
@@ -42,10 +47,10 @@ class Halving:
         self.looks.append(step)
 
     def state(self) -> dict:
-        return {"x": self.x.clone(), "seen": list(self.seen)}
+        return {"x": self.x.clone(), "seen": list(self.seen), "recorded": list(self.recorded)}
 
     def load(self, state: dict) -> None:
-        self.x, self.seen = state["x"], list(state["seen"])
+        self.x, self.seen, self.recorded = state["x"], list(state["seen"]), list(state["recorded"])
 
     def result(self, steps: int) -> tuple[int, list[float]]:
         return steps, self.seen
@@ -63,6 +68,18 @@ def test_drive_takes_the_steps_and_reports_each():
         steps, seen = drive(Halving(), 5)
     assert (steps, seen) == (5, [0.5, 0.25, 0.125, 0.0625, 0.03125])
     assert reports == [(s, 5, 2.0 ** -(s + 1)) for s in range(5)]
+
+
+def test_each_step_records_the_state_it_starts_from_in_the_schedules_holding_it():
+    rule = Halving()
+    drive(rule, 6, record={"x": range(0, 7, 2)})
+    assert rule.recorded == [(0, ("x",), 1.0), (2, ("x",), 0.25), (4, ("x",), 0.0625)]  # no step starts from x(6)
+    rule = Halving()
+    drive(rule, 6, record={"x": Schedule.every(4, 5), "y": {1, 4}})
+    assert rule.recorded == [(0, ("x",), 1.0), (1, ("y",), 0.5), (4, ("x", "y"), 0.0625), (5, ("x",), 0.03125)]
+    rule = Halving()
+    drive(rule, 6)
+    assert rule.recorded == []
 
 
 def test_the_rule_stops_at_a_look_only():
@@ -95,12 +112,14 @@ def test_a_killed_run_resumes_from_its_checkpoint_and_a_finished_loop_is_not_rer
 
         return listener
 
+    record = {"x": range(0, 11, 3)}
     with checkpointing(Checkpointer(path, every=0.0)), reporting(kill_at(6)), pytest.raises(Killed):
-        drive(Halving(), 10)
-    resumed, seen_steps = Halving(), []
+        drive(Halving(), 10, record=record)
+    resumed, whole, seen_steps = Halving(), Halving(), []
     with checkpointing(Checkpointer(path, every=0.0)), reporting(lambda s, t, v: seen_steps.append(s)):
-        assert drive(resumed, 10) == drive(Halving(), 10)
+        assert drive(resumed, 10, record=record) == drive(whole, 10, record=record)
     assert seen_steps[0] == 6  # went on from the step the kill interrupted
+    assert resumed.recorded == whole.recorded == [(s, ("x",), 2.0 ** -s) for s in (0, 3, 6, 9)]
     again = Halving()
     with checkpointing(Checkpointer(path, every=0.0)), reporting(lambda s, t, v: seen_steps.append(s)):
         assert drive(again, 10)[0] == 10

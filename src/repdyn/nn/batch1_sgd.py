@@ -131,17 +131,18 @@ def _sgd_step(params: Mapping[str, Tensor], cols1: Tensor, labels: Tensor, lr: f
 
 
 class _Batch1SGD(StepRule):
-    """The step rule of :func:`train_batch1_sgd`: step ``t`` draws nothing (the sample order is drawn before the
-    loop), takes every trial's SGD step on its example ``order[:, t]``, logs its logits and loss in the preallocated
-    device log, and validates after every ``val_every``-th update (step 0 first validates the initial model). The
-    driver's looks, every ``check_every`` steps, check the log since the last look."""
+    """The step rule of :func:`train_batch1_sgd`: step ``t`` validates the model it starts from where the driver's
+    ``validation`` schedule holds ``t``, then draws nothing (the sample order is drawn before the loop), takes every
+    trial's SGD step on its example ``order[:, t]`` and logs its logits and loss in the preallocated device log; the
+    last step, ``steps``, only validates. The driver's looks, every ``check_every`` steps, check the log since the
+    last look."""
 
     what = "loss"
 
     def __init__(self, model: Ensemble, x_train: Tensor, y_train: Tensor, x_val: Tensor, y_val: Tensor, steps: int,
-                 lr: float, generator: torch.Generator, val_every: int, val_chunk: int) -> None:
-        self.model, self.x_val, self.y_val, self.lr = model, x_val, y_val, lr
-        self.val_every, self.val_chunk = val_every, val_chunk
+                 lr: float, generator: torch.Generator, val_chunk: int) -> None:
+        self.model, self.x_val, self.y_val, self.lr, self.steps = model, x_val, y_val, lr, steps
+        self.val_chunk = val_chunk
         R, n = model.k, len(x_train)
         self.params = model.params
         dtype, device = self.params["conv1.weight"].dtype, self.params["conv1.weight"].device
@@ -158,17 +159,17 @@ class _Batch1SGD(StepRule):
         self.checked = 0    # the log is known finite on [0, checked)
         self.bad: Tensor | None = None
 
-    def step(self, t: int) -> Tensor:
-        if t == 0:
-            self._evaluate(0)
+    def step(self, t: int, due: tuple[str, ...]) -> Tensor | None:
+        if due:
+            self._evaluate(t)
             self.model.train()
+        if t == self.steps:
+            return None
         cols = _conv1_columns(self.flat.index_select(0, self.order[:, t]), self.conv1_index)
         logits, loss = _sgd_step(self.params, cols, self.labels[:, t], self.lr, self.conv2_index)  # one per trial
         self.logits_log[:, t] = logits
         self.loss_log[:, t] = loss
         self.taken = t + 1
-        if (t + 1) % self.val_every == 0:
-            self._evaluate(t + 1)
         return loss
 
     def _evaluate(self, step: int) -> None:
@@ -211,8 +212,8 @@ class _Batch1SGD(StepRule):
                  "logits": self.logits_log.cpu().numpy().transpose(1, 0, 2), "loss": self.loss_log.cpu().numpy().T}
         validation = {"loss": torch.stack(self.val_loss).cpu().numpy(),
                       "accuracy": torch.stack(self.val_acc).cpu().numpy()}
-        return SGDLog(Trajectory(np.arange(steps), every, steps),
-                      Trajectory(np.array(self.val_steps), validation, steps))
+        return SGDLog(Trajectory(np.arange(self.steps), every, self.steps),
+                      Trajectory(np.array(self.val_steps), validation, self.steps))
 
     def final(self) -> dict:
         return {"model": self.model.snapshot()}
@@ -242,5 +243,5 @@ def train_batch1_sgd(model: Ensemble, x_train: Tensor, y_train: Tensor, x_val: T
     if not isinstance(model.base, LeNet) or x_train.shape[-2:] != (32, 32):
         raise ValueError(f"train_batch1_sgd trains LeNet ensembles on 32×32 images, got {type(model.base).__name__} "
                          f"and {tuple(x_train.shape[-2:])}")
-    rule = _Batch1SGD(model, x_train, y_train, x_val, y_val, steps, lr, generator, val_every, val_chunk)
-    return drive(rule, steps, sync_every=check_every)
+    rule = _Batch1SGD(model, x_train, y_train, x_val, y_val, steps, lr, generator, val_chunk)
+    return drive(rule, steps + 1, record={"validation": range(0, steps + 1, val_every)}, sync_every=check_every)

@@ -11,6 +11,11 @@ are plugged into one loop):
   members that diverged are handed to the rule to freeze;
 - stopping: the step cap, and the rule's own criterion (:meth:`StepRule.done`: zero loss, every member converged, a
   precondition reached), looked at at the same points;
+- recording: which steps are recorded is the driver's ``record`` schedules, one per series a rule records (a
+  :class:`~repdyn.nn.recording.Schedule`, a ``range``: any set of steps; in the manner of diffrax's ``SaveAt``).
+  Each step is told which of them hold the state it starts from, the state after ``step`` steps, and records what
+  the rule measures there. A loop whose final state is on a schedule runs one more step that only measures; a rule
+  that stops by its own criterion records the state it stops in;
 - progress: each step is reported to the runtime's listener (:mod:`repdyn.nn.progress`), with its loss;
 - checkpoints: under a :class:`~repdyn.nn.checkpoint.Checkpointer` the driver saves the rule's declared state
   (:meth:`StepRule.state`) when a save is due, resumes a killed run from it bit for bit, and keeps a finished loop's
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -35,7 +41,7 @@ from repdyn.nn.divergence import Diverged
 from repdyn.nn.progress import Cap, report
 
 R = TypeVar("R", covariant=True)
-FORMAT = 2
+FORMAT = 3
 """The layout of a loop's saved state (``{"format", "step", "state"}`` or ``{"format", "result", "final"}``); a
 checkpoint slot in any other layout is not resumed from: its loop starts from the beginning."""
 
@@ -51,9 +57,10 @@ class StepRule(Protocol, Generic[R]):
 
     what: str
 
-    def step(self, step: int) -> Any:
-        """Take step ``step`` (0-based). Returns what progress reports with it (a loss, possibly a device tensor,
-        or None)."""
+    def step(self, step: int, due: tuple[str, ...]) -> Any:
+        """Take step ``step`` (0-based), first recording the state it starts from (the state after ``step`` steps)
+        in each series named in ``due``, those of the driver's ``record`` schedules that hold ``step``. Returns what
+        progress reports with it (a loss, possibly a device tensor, or None)."""
 
     def finite(self) -> bool | Tensor:
         """Whether every watched value so far is finite (a device tensor is read only at the driver's looks)."""
@@ -86,8 +93,12 @@ class StepRule(Protocol, Generic[R]):
         """Put back what :meth:`final` saved (a resumed run that had finished this loop)."""
 
 
-def drive(rule: StepRule[R], steps: int, *, sync_every: int = 1, capped: bool = False, inference: bool = False) -> R:
+def drive(rule: StepRule[R], steps: int, *, record: Mapping[str, Container[int]] | None = None, sync_every: int = 1,
+          capped: bool = False, inference: bool = False) -> R:
     """Run ``rule`` for at most ``steps`` steps and return its result.
+
+    ``record``: per series the rule records, the steps whose starting state it records there (a
+    :class:`~repdyn.nn.recording.Schedule`, a ``range``, a set; None: nothing is recorded on a schedule).
 
     The host looks every ``sync_every`` steps (and after the last one): it raises :class:`Diverged` if a watched
     value is not finite, stops if the rule is done, then lets the rule act on the look (:meth:`StepRule.look`).
@@ -111,6 +122,7 @@ def drive(rule: StepRule[R], steps: int, *, sync_every: int = 1, capped: bool = 
         rule.load(saved["state"])
         first = saved["step"]
     total = Cap(steps) if capped else steps
+    due = _due(record)
     step = first
     with torch.inference_mode() if inference else contextlib.nullcontext():
         while step < steps:
@@ -121,7 +133,7 @@ def drive(rule: StepRule[R], steps: int, *, sync_every: int = 1, capped: bool = 
                 rule.look(step)
             if checkpoints is not None and step > first and checkpoints.due():
                 checkpoints.save(slot, {"format": FORMAT, "step": step, "state": rule.state()})
-            report(step, total, rule.step(step))
+            report(step, total, rule.step(step, due(step)))
             step += 1
     _check(rule, step)
     result = rule.result(step)
@@ -141,6 +153,18 @@ def restore_rng(state: dict[str, Any], generator: torch.Generator | None) -> Non
     torch.set_rng_state(state["global"])
     if generator is not None and state["generator"] is not None:
         generator.set_state(state["generator"])
+
+
+def _due(record: Mapping[str, Container[int]] | None) -> Callable[[int], tuple[str, ...]]:
+    """The names of the ``record`` schedules that hold a step (one membership test per schedule and step)."""
+    if not record:
+        return lambda step: ()
+    schedules = tuple(record.items())
+    if len(schedules) == 1:
+        ((name, when),) = schedules
+        names = (name,)
+        return lambda step: names if step in when else ()
+    return lambda step: tuple(name for name, when in schedules if step in when)
 
 
 def _check(rule: StepRule[Any], step: int) -> None:

@@ -16,6 +16,7 @@ import torch
 
 from repdyn.nn.driver import StepRule, drive
 from repdyn.nn.models.shallow_relu import ShallowReLUBatch
+from repdyn.nn.recording import Schedule
 from repdyn.nn.trajectory import Trajectory
 from repdyn.theory.shallow_relu import layer_imbalance, loss_gradients
 
@@ -49,18 +50,17 @@ class GDResult:
 
 
 class _FullBatchGD(StepRule):
-    """The step rule of :func:`train_full_batch_gd`: step ``t`` evaluates the loss and gradients, records what is
-    due at ``t``, and (before ``max_steps``) takes the GD step; the final step ``max_steps`` only records. The loop
-    is done once every network has stopped, looked at recorded steps."""
+    """The step rule of :func:`train_full_batch_gd`: step ``t`` evaluates the loss and gradients, records what the
+    driver's schedules ``trajectory`` (the loss, checked for finiteness and for every network having stopped),
+    ``tracked`` and ``snapshots`` hold at ``t``, and (before ``max_steps``) takes the GD step; the final step
+    ``max_steps`` only records. The loop is done once every network has stopped, looked at recorded steps."""
 
     what = "loss"
 
     def __init__(self, nets: ShallowReLUBatch, xt: torch.Tensor, yt: torch.Tensor, max_steps: int, lr_fraction: float,
-                 lr_every: int, tol: float, record_every: int, track_idx: torch.Tensor, track_every: int,
-                 snapshot_steps: Sequence[int], max_move: float | None) -> None:
+                 lr_every: int, tol: float, track_idx: torch.Tensor, max_move: float | None) -> None:
         self.nets, self.xt, self.yt, self.max_steps, self.lr_every, self.tol = nets, xt, yt, max_steps, lr_every, tol
-        self.record_every, self.track_idx, self.track_every = record_every, track_idx, track_every
-        self.snapshot_steps, self.max_move = snapshot_steps, max_move
+        self.track_idx, self.max_move = track_idx, max_move
         device, n_nets = nets.a.device, nets.a.shape[0]
         self.tab, self.tc = nets.train_ab[:, None].double(), nets.train_c[:, None].double()
         self.delta0 = layer_imbalance(nets.a, nets.b, nets.c)
@@ -75,7 +75,7 @@ class _FullBatchGD(StepRule):
         self.lam_max = torch.linalg.eigvalsh(self.ntk_initial)[:, -1]
         self.q90 = max(1, int(np.ceil(0.9 * nets.a.shape[1])))  # the 90th-percentile neuron (k-th smallest of M)
         # Everything recorded stays on the device and is copied to the host once, in result(): the only host
-        # synchronisations are the finiteness and all-stopped looks at recorded steps (every record_every).
+        # synchronisations are the finiteness and all-stopped looks at recorded steps (the trajectory's).
         self.loss_steps: list[int] = []
         self.losses: list[torch.Tensor] = []
         self.track_steps: list[int] = []
@@ -89,7 +89,7 @@ class _FullBatchGD(StepRule):
         self.bad = -1  # the step a non-finite recorded loss is named by (-1: none)
         self.stopped = False  # every network stopped, seen at a recorded step, or max_steps reached
 
-    def step(self, step: int) -> torch.Tensor:
+    def step(self, step: int, due: tuple[str, ...]) -> torch.Tensor:
         nets = self.nets
         rho, ga, gb, gc = loss_gradients(self.xt, self.yt, nets.a, nets.b, nets.c, nets.alpha)
         loss = 0.5 * (rho**2).sum(-1)
@@ -100,7 +100,7 @@ class _FullBatchGD(StepRule):
             self.fraction = torch.where(loss > 1.01 * self.previous, self.fraction / 2, self.fraction)
         self.active = self.active & (loss > self.threshold)
         self.stopped_at = torch.where((self.stopped_at < 0) & ~self.active.any(), step, self.stopped_at)
-        recorded = step % self.record_every == 0 or step == self.max_steps
+        recorded = "trajectory" in due
         if recorded:
             stop = int(self.stopped_at)
             if not bool(torch.isfinite(loss).all()):
@@ -109,11 +109,11 @@ class _FullBatchGD(StepRule):
             self.loss_steps.append(step)
             self.losses.append(loss)
             self.drift = torch.maximum(self.drift, self._drift())
-        if step % self.track_every == 0 and self.track_idx.numel():
+        if "tracked" in due and self.track_idx.numel():
             self.track_steps.append(step)
             self.trajectory.append(torch.stack([nets.a[:, self.track_idx], nets.b[:, self.track_idx],
                                                 nets.c[:, self.track_idx]], -1))
-        if step in self.snapshot_steps:
+        if "snapshots" in due:
             self.snapshots[step] = tuple(t.clone() for t in (nets.a, nets.b, nets.c))
         if step == self.max_steps or (recorded and stop >= 0):
             self.stopped = True
@@ -223,6 +223,7 @@ def train_full_batch_gd(nets: ShallowReLUBatch, x: np.ndarray, y: np.ndarray, *,
     xt = torch.tensor(x, dtype=torch.float64, device=device)
     yt = torch.tensor(y, dtype=torch.float64, device=device)
     track_idx = torch.as_tensor(np.zeros(0, dtype=np.int64) if track is None else track, device=device)
-    rule = _FullBatchGD(nets, xt, yt, max_steps, lr_fraction, lr_every, tol, record_every, track_idx, track_every,
-                        snapshot_steps, max_move)
-    return drive(rule, max_steps + 1, capped=True)
+    rule = _FullBatchGD(nets, xt, yt, max_steps, lr_fraction, lr_every, tol, track_idx, max_move)
+    record = {"trajectory": Schedule.every(record_every, max_steps), "tracked": range(0, max_steps + 1, track_every),
+              "snapshots": frozenset(snapshot_steps)}
+    return drive(rule, max_steps + 1, record=record, capped=True)

@@ -241,9 +241,10 @@ def train_gradient_flow(net: HiddenLayerNet, x: torch.Tensor, y: torch.Tensor, a
     if dgrad_free_dt is None:
         dgrad_free_dt = net.w.shape[1] * math.sqrt(net.w.shape[2] / 2) / 160
     control = AdaptiveEuler(max_dgrad, max_dout, grow_on_jumps=grow_on_jumps)
-    rule = _Flow(net, x, y, alpha, d_parallel, control, dgrad_free_dt, stop_fraction, trace_neurons, record_every,
-                 host=sync_every == 1)
-    return drive(rule, max_steps, sync_every=sync_every, capped=True, inference=True)
+    rule = _Flow(net, x, y, alpha, d_parallel, control, dgrad_free_dt, stop_fraction, trace_neurons,
+                 records=record_every > 0, host=sync_every == 1)
+    record = {"trajectory": range(0, max_steps + 1, record_every)} if record_every else None
+    return drive(rule, max_steps, record=record, sync_every=sync_every, capped=True, inference=True)
 
 
 class _Flow(StepRule):
@@ -258,11 +259,11 @@ class _Flow(StepRule):
 
     def __init__(self, net: HiddenLayerNet, x: torch.Tensor, y: torch.Tensor, alpha: float, d_parallel: int,
                  control: AdaptiveEuler, dgrad_free_dt: float, stop_fraction: float, trace_neurons: int,
-                 record_every: int, host: bool) -> None:
+                 records: bool, host: bool) -> None:
         n_trials, h = x.shape[0], net.w.shape[1]
         self.alpha, self.d_parallel, self.control, self.dgrad_free_dt = alpha, d_parallel, control, dgrad_free_dt
-        self.stop_fraction, self.trace_neurons, self.record_every, self.host = (stop_fraction, trace_neurons,
-                                                                                record_every, host)
+        self.stop_fraction, self.trace_neurons, self.records_on, self.host = (stop_fraction, trace_neurons, records,
+                                                                             host)
         self.dtype = x.dtype
         ws = _Workspace(x, y.to(x.dtype), alpha, h)
         theta = stack_params(net).to(x.dtype)
@@ -284,7 +285,7 @@ class _Flow(StepRule):
         self.neurons: list[torch.Tensor] = []
         self.idx = torch.arange(n_trials, device=x.device)  # the trials still integrated
         self.frozen_neurons = theta[:, :trace_neurons].clone()
-        self.record()
+        self.recorded: list[int] = []  # the steps of the records
         self.last_rejected: torch.Tensor | None = None  # the dgrad of each trial's last rejection (None: no trial's)
         self.full = [v.clone() for v in self._state()]
         self._derived()
@@ -301,15 +302,17 @@ class _Flow(StepRule):
         return (self.theta, self.grad, self.out, self.dt, self.t, self.t_star, self.lam, self.lam_star, self.lam_max,
                 self.at_t_star, self.fitted, self.running, last_rejected)
 
-    def record(self) -> None:
-        if not self.record_every:
-            return
+    def record(self, step: int) -> None:
+        """Record the state after ``step`` steps (t, Λ, fitted fraction, loss, dt; the traced neurons)."""
+        self.recorded.append(step)
         self.records.add(self.t, self.lam, self.fitted, margin_hinge_loss(self.margins, self.alpha) * self.alpha,
                          self.dt)
         if self.trace_neurons:
             self.neurons.append(self.frozen_neurons.index_copy(0, self.idx, self.theta[:, :self.trace_neurons]))
 
-    def step(self, step: int) -> None:
+    def step(self, step: int, due: tuple[str, ...]) -> None:
+        if due:  # the state this step starts from is on the trajectory's schedule
+            self.record(step)
         control, dt, running, all_running = self.control, self.dt, self.running, self.all_running
         theta, grad, out = self.theta, self.grad, self.out
         trial = torch.addcmul(theta, (dt if all_running else dt * running).to(self.dtype)[:, None, None], grad)
@@ -357,8 +360,6 @@ class _Flow(StepRule):
                 self.waiting = not self.host or bool(torch.isnan(self.t_star).any())
         stop = fitted < self.stop_fraction
         self.running = stop if all_running else running & stop
-        if self.record_every and (step + 1) % self.record_every == 0:
-            self.record()
 
     def finite(self) -> torch.Tensor:
         return self.is_finite
@@ -376,7 +377,7 @@ class _Flow(StepRule):
         if self.n_running <= integrated // 2:  # compact: integrate only the running trials from here on
             for holder, value in zip(self.full, self._state(), strict=True):
                 holder.index_copy_(0, self.idx, value)
-            if self.record_every:
+            if self.records_on:
                 self.records.freeze(self.t, self.lam, self.fitted,
                                     margin_hinge_loss(self.margins, self.alpha) * self.alpha, self.dt)
             if self.trace_neurons:
@@ -393,7 +394,8 @@ class _Flow(StepRule):
 
     def state(self) -> dict:
         return {"idx": self.idx, "finite": self.is_finite, "frozen_neurons": self.frozen_neurons,
-                "records": self.records.state(), "neurons": list(self.neurons), "full": [v.clone() for v in self.full],
+                "records": self.records.state(), "recorded": list(self.recorded), "neurons": list(self.neurons),
+                "full": [v.clone() for v in self.full],
                 "state": tuple(v.clone() for v in (self.theta, self.grad, self.out, self.margins,
                                                    *self._state()[3:]))}
 
@@ -401,6 +403,7 @@ class _Flow(StepRule):
         self.idx, self.is_finite, self.frozen_neurons, self.full = (state[k] for k in ("idx", "finite",
                                                                                      "frozen_neurons", "full"))
         self.records.restore(state["records"], self.idx)
+        self.recorded = list(state["recorded"])
         self.neurons[:] = state["neurons"]
         (self.theta, self.grad, self.out, self.margins, self.dt, self.t, self.t_star, self.lam, self.lam_star,
          self.lam_max, self.at_t_star, self.fitted, self.running, self.last_rejected) = state["state"]
@@ -410,18 +413,17 @@ class _Flow(StepRule):
 
     def result(self, steps: int) -> FlowResult:
         """The FlowResult after ``steps`` steps, outside inference mode."""
-        if self.record_every and steps % self.record_every != 0:
-            self.record()
+        if self.records_on:  # the state the flow ends in: no step starts from it
+            self.record(steps)
         for holder, value in zip(self.full, self._state(), strict=True):
             holder.index_copy_(0, self.idx, value)
         theta, t, t_star, lam_star, lam_max, at_t_star, running = (self.full[i] for i in (0, 4, 5, 7, 8, 9, 11))
         series = ({name: v.T for name, v in zip(("t", "amplification", "fitted", "loss", "dt"), self.records.stacked(),
-                                                strict=True)} if self.record_every else {})
+                                                strict=True)} if self.records_on else {})
         if self.trace_neurons:
             series["neurons"] = torch.stack(self.neurons)
-        recorded = np.unique(np.r_[np.arange(0, steps + 1, self.record_every), steps]) if self.record_every else []
         return FlowResult(unstack_params(theta), self.f0, t, t_star, lam_star, lam_max, unstack_params(at_t_star),
-                          ~running, Trajectory(np.asarray(recorded, dtype=np.int64), series, steps))
+                          ~running, Trajectory(np.asarray(self.recorded, dtype=np.int64), series, steps))
 
     def final(self) -> dict:
         return {}  # the input network is not modified

@@ -49,7 +49,7 @@ class _KernelFlow(StepRule):
         """ȧ = (1/p) y Θ(1 − y F)."""
         return self.y * (self.y * out < 1).to(self.y.dtype) / self.y.shape[1]
 
-    def step(self, step: int) -> None:
+    def step(self, step: int, due: tuple[str, ...]) -> None:
         y, dt, out, v = self.y, self.dt, self.out, self.v
         a_new = self.a + dt[:, None] * self.da
         out_new = out + dt[:, None] * v

@@ -87,7 +87,7 @@ class _Fit(StepRule):
             return "adam", step, self.plan.adam_lr
         return "gd", step - self.plan.adam_steps, self.plan.gd_lr
 
-    def step(self, step: int) -> Tensor:
+    def step(self, step: int, due: tuple[str, ...]) -> Tensor:
         plan, model = self.plan, self.model
         kind, t, lr = self.phase(step)
         if kind == "gd" and t == 0:
@@ -103,7 +103,7 @@ class _Fit(StepRule):
         if not self.ok:
             return objective  # the driver raises at once (sync_every = 1), before the step
         self.optimiser.step([grad])
-        if step % plan.record_every == 0:
+        if "trajectory" in due:
             self.history["step"].append(step)
             self.history["objective"].append(objective.cpu().numpy())
             self.history["data_cost"].append(cost.cpu().numpy())
@@ -161,7 +161,9 @@ def fit(model: LeakyResNet, x: Tensor, y: Tensor, lam: float, plan: TrainingPlan
     adaptive = torch.zeros(model.members, dtype=torch.bool, device=device) if adaptive is None else adaptive.bool()
     if adaptive.shape != (model.members,):
         raise ValueError(f"adaptive has shape {tuple(adaptive.shape)}, expected ({model.members},)")
-    return drive(_Fit(model, x, y, lam, plan, adaptive), plan.adam_steps + plan.gd_steps)
+    steps = plan.adam_steps + plan.gd_steps
+    record = {"trajectory": range(0, steps, plan.record_every)}
+    return drive(_Fit(model, x, y, lam, plan, adaptive), steps, record=record)
 
 
 def median_stationarity(model: LeakyResNet, grad: Tensor, lam: float) -> Tensor:
@@ -242,7 +244,7 @@ class _LBFGSFinish(StepRule):
         with torch.no_grad():
             self.model.weight[self.k].copy_(self.single.weight[0])
 
-    def step(self, step: int) -> float:
+    def step(self, step: int, due: tuple[str, ...]) -> float:
         self._settle()
         self.optimiser.param_groups[0]["max_iter"] = min(self.chunk, self.iterations - self.done_iterations)
         self.optimiser.step(self._closure)

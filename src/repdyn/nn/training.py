@@ -53,7 +53,7 @@ def _member_batch(t: Tensor, k: int, data_ndim: int) -> bool:
 class _Train(StepRule):
     """The step rule of :func:`train`. Step t (0 <= t <= ``steps``) evaluates the model after t updates (the loss of
     the step itself at full batch; the full training set's in eval mode with minibatches, where it is recorded or a
-    stopping criterion reads it), checks the losses, records where the schedule says, and then, unless t is the
+    stopping criterion reads it), checks the losses, records where the driver's schedule says, and then, unless t is the
     last step or a stopping criterion holds, takes update t + 1: :func:`drive` runs ``steps + 1`` of them."""
 
     what = "loss"
@@ -61,11 +61,11 @@ class _Train(StepRule):
     def __init__(self, model: Ensemble, x: Tensor, y: Tensor, *, steps: int, lr: float | Sequence[float] | Tensor,
                  optimizer: str, point_loss: PointLoss, batch_size: int | None, n: int,
                  generator: torch.Generator | None, momentum: float, betas: tuple[float, float], eps: float,
-                 weight_decay: float, schedule: Schedule, recorders: dict[str, Recorder], stop_loss: float | None,
+                 weight_decay: float, recorders: dict[str, Recorder], stop_loss: float | None,
                  stop: StopCriterion | None, on_divergence: str, independent_batches: bool, fused_step: bool) -> None:
         k = model.k
         self.model, self.x, self.y, self.steps, self.n = model, x, y, steps, n
-        self.point_loss, self.generator, self.schedule, self.recorders = point_loss, generator, schedule, recorders
+        self.point_loss, self.generator, self.recorders = point_loss, generator, recorders
         self.stop_loss, self.stop, self.independent_batches = stop_loss, stop, independent_batches
         self.batch_size = batch_size
         self.full_batch = batch_size is None or batch_size == n
@@ -152,9 +152,9 @@ class _Train(StepRule):
             self.opt.set_lr(torch.where(self.divergence.alive, self.rates, torch.zeros_like(self.rates)))
         return True
 
-    def step(self, step: int) -> Tensor | None:
+    def step(self, step: int, due: tuple[str, ...]) -> Tensor | None:
         model, x, y = self.model, self.x, self.y
-        record = step in self.schedule
+        record = "trajectory" in due
         if self.full_batch:
             batch_loss = self.step_losses(x, y)
             current = shown = batch_loss.detach()
@@ -328,9 +328,9 @@ def train(
         raise ValueError(f"schedule was built for {schedule.total} steps, training runs {steps}")
     rule = _Train(model, x, y, steps=steps, lr=lr, optimizer=optimizer, point_loss=point_loss, batch_size=batch_size,
                   n=n, generator=generator, momentum=momentum, betas=betas, eps=eps, weight_decay=weight_decay,
-                  schedule=schedule, recorders=dict(recorders or {}), stop_loss=stop_loss, stop=stop,
+                  recorders=dict(recorders or {}), stop_loss=stop_loss, stop=stop,
                   on_divergence=on_divergence, independent_batches=independent_batches, fused_step=fused_step)
-    return drive(rule, steps + 1)
+    return drive(rule, steps + 1, record={"trajectory": schedule})
 
 
 def _weighted_sum(losses: Tensor, scale: Tensor | None) -> Tensor:

@@ -198,7 +198,7 @@ class _AdamFit(StepRule):
         self.margins = self.y * self.alpha * (self.model(self.x) - self.f0)
         self.loss = hinge_of_margins(self.margins).mean() / self.alpha
 
-    def step(self, step: int) -> torch.Tensor:
+    def step(self, step: int, due: tuple[str, ...]) -> torch.Tensor:
         loss = self.loss
         self.optimiser.zero_grad()
         loss.backward()
@@ -283,7 +283,7 @@ class _MomentumFit(StepRule):
         with torch.no_grad():
             torch.nn.utils.vector_to_parameters(flat, self.params)
 
-    def step(self, step: int) -> None:
+    def step(self, step: int, due: tuple[str, ...]) -> None:
         running, dt, g, out = self.running, self.dt, self.g, self.out
         self.steps += running
         decay = torch.exp(-dt / self.tau) if self.tau > 0 else torch.zeros((), **self.f64)
