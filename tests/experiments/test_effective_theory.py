@@ -356,6 +356,7 @@ def test_digits_seed_batches_pool_every_per_seed_value_in_batch_order():
     of the pooled analysis is those of the batches analysed alone, in batch order."""
     import dataclasses
 
+    from repdyn.experiments.effective_theory.digits import load_training_set, tracked_pair
     from repdyn.framework.base import batch_label
 
     exp = next(e for e in EXPERIMENTS if e.name == "effective_theory.digits")
@@ -366,6 +367,11 @@ def test_digits_seed_batches_pool_every_per_seed_value_in_batch_order():
     assert [r.label for r in runs] == ["train", "train b=1"] and runs[0].seed_group != runs[1].seed_group
     parts = [exp.execute(two, run, seed, "cpu") for run, seed in zip(runs, (11, 12), strict=True)]
     assert not np.array_equal(parts[0]["hidden0"][0], parts[1]["hidden0"][0])
+    labels = load_training_set(two)[1]
+    pairs = np.concatenate([part["pair"] for part in parts])  # each network its own 0/1 pair, from its own seed
+    assert pairs.shape == (6, 2) and (labels[pairs[:, 0]] == 0).all() and (labels[pairs[:, 1]] == 1).all()
+    np.testing.assert_array_equal(pairs[:3], [tracked_pair(labels, 11 + i) for i in range(3)])
+    assert len({tuple(p) for p in pairs}) > 1
     pooled = exp.analyse(two, {batch_label("train", b): part for b, part in enumerate(parts)}).measured
     alone = [exp.analyse(one, {"train": part}).measured for part in parts]
     for claim in ("pair_fit", "taylor_trend_h", "taylor_trend_y"):

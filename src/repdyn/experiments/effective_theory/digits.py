@@ -58,9 +58,12 @@ class DigitsConfig:
     epochs: int = param(200, ge=0, help="epochs (0: the untrained control)")
     batch_size: int = param(100, ge=1, help="minibatch size (SGD); equal to n_train for full-batch GD")
     seeds: int = param(50, ge=1, help="networks averaged for the structure (one ensemble)")
+    pair_per_network: bool = param(True, help="each network tracks its own random 0/1 pair (drawn from the "
+                                   "network's seed): pair_fit's unit is a network with its pair; False: one pair, "
+                                   "drawn from the run's seed, for every network of the run")
     seed_batches: int = param(1, ge=1, analysis=True,
                               help="independent batches of the structure and trajectory runs (seeds networks each, "
-                                   "own seeds, so its own tracked 0/1 pair and Taylor pairs), pooled by the claims: "
+                                   "own seeds, so their own tracked pairs and Taylor pairs), pooled by the claims: "
                                    "seeds × seed_batches networks in all, trained one ensemble at a time; batch 0 "
                                    "keeps the labels of a single batch, so a store made with fewer batches is "
                                    "extended, not redone")
@@ -115,7 +118,8 @@ def load_training_set(config: DigitsConfig) -> tuple[np.ndarray, np.ndarray, str
 
 
 def tracked_pair(labels: np.ndarray, seed: int) -> tuple[int, int]:
-    """Indices of one random digit 0 and one random digit 1 (Fig. 4)."""
+    """Indices of one random digit 0 and one random digit 1 (Fig. 4: "a randomly selected zero digit and one
+    digit")."""
     rng = np.random.default_rng(seed)
     return int(rng.choice(np.nonzero(labels == 0)[0])), int(rng.choice(np.nonzero(labels == 1)[0]))
 
@@ -217,20 +221,10 @@ MEMBER_AXIS_1 = ("u", "v", "w", "loss")
 
 
 def pool_seed_batches(parts: list[dict]) -> dict:
-    """One result of the seed batches of a run (``seed_batches``): the members of every batch, in batch order. The
-    recorded epochs are the same in each; the tracked pair and its input distance are each batch's own, given per
-    member (``pair`` (K, 2), ``X_pair`` (K,))."""
-    members = [np.shape(part["v"])[1] for part in parts]
-    pooled = {}
-    for key in parts[0]:
-        if key == "epochs":
-            pooled[key] = parts[0][key]
-        elif key in ("pair", "X_pair"):
-            pooled[key] = np.concatenate([np.broadcast_to(part[key], (k, *np.shape(part[key])))
-                                          for part, k in zip(parts, members, strict=True)])
-        else:
-            pooled[key] = np.concatenate([part[key] for part in parts], axis=1 if key in MEMBER_AXIS_1 else 0)
-    return pooled
+    """One result of the seed batches of a run (``seed_batches``): the members of every batch, in batch order (the
+    recorded epochs are the same in each)."""
+    return {key: parts[0][key] if key == "epochs" else
+            np.concatenate([part[key] for part in parts], axis=1 if key in MEMBER_AXIS_1 else 0) for key in parts[0]}
 
 
 def block_mask(labels: np.ndarray) -> np.ndarray:
@@ -354,7 +348,9 @@ class DigitsStructure(Experiment):
         model = Ensemble(factory, seeds=[seed + i for i in range(n_seeds)], gains=[config.gain] * n_seeds,
                          device=device)
         xt, yt = (torch.as_tensor(a, dtype=dtype, device=device) for a in (x, y))
-        i0, i1 = tracked_pair(labels, seed)
+        zero_one = np.array([tracked_pair(labels, seed + i if config.pair_per_network else seed)
+                             for i in range(n_seeds)])  # (K, 2): member k's digit 0 and digit 1
+        tracked = torch.as_tensor(zero_one, device=device)
         layer = readout_layer(config.depth)
         points = torch.as_tensor(sorted_structure_points(labels), device=device)
         hidden0 = activations(model, xt[points], [layer])[layer]
@@ -382,7 +378,7 @@ class DigitsStructure(Experiment):
             result = train(model, xt, yt, steps=end - start, lr=lr, optimizer="gd" if full_batch else "sgd",
                            batch_size=None if full_batch else config.batch_size, generator=generator,
                            schedule=Schedule(chosen, end - start),
-                           recorders={"pair": two_point_recorder(xt[[i0, i1]], yt[[i0, i1]], [layer])})
+                           recorders={"pair": two_point_recorder(xt[tracked], yt[tracked], [layer])})
             # keep the steps of the one-segment schedule (a boundary is recorded twice, or off the schedule)
             segment = result.trajectory
             keep = np.isin(segment.steps + start, wanted) & ((segment.steps > 0) | (start == 0))
@@ -395,7 +391,7 @@ class DigitsStructure(Experiment):
         state = TwoPointState.unpack(torch.as_tensor(np.concatenate(records)), 1)
         trajectory = {"epochs": np.concatenate(recorded) / steps_per_epoch, "u": state.u[..., 0].numpy(),
                       "v": state.v.numpy(), "w": state.w.numpy(), "loss": np.concatenate(losses),
-                      "pair": np.array([i0, i1]), "X_pair": float(np.sum((x[i0] - x[i1]) ** 2))}
+                      "pair": zero_one, "X_pair": np.sum((x[zero_one[:, 0]] - x[zero_one[:, 1]]) ** 2, axis=-1)}
         if not structure:
             return trajectory
         hidden = activations(model, xt[points], [layer])[layer]
