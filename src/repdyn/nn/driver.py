@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable, Container, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -93,7 +93,7 @@ class StepRule(Protocol, Generic[R]):
         """Put back what :meth:`final` saved (a resumed run that had finished this loop)."""
 
 
-def drive(rule: StepRule[R], steps: int, *, record: Mapping[str, Container[int]] | None = None, sync_every: int = 1,
+def drive(rule: StepRule[R], steps: int, *, record: Mapping[str, Iterable[int]] | None = None, sync_every: int = 1,
           capped: bool = False, inference: bool = False) -> R:
     """Run ``rule`` for at most ``steps`` steps and return its result.
 
@@ -122,7 +122,7 @@ def drive(rule: StepRule[R], steps: int, *, record: Mapping[str, Container[int]]
         rule.load(saved["state"])
         first = saved["step"]
     total = Cap(steps) if capped else steps
-    due = _due(record)
+    schedules = _Schedules(record, first)
     step = first
     with torch.inference_mode() if inference else contextlib.nullcontext():
         while step < steps:
@@ -133,7 +133,7 @@ def drive(rule: StepRule[R], steps: int, *, record: Mapping[str, Container[int]]
                 rule.look(step)
             if checkpoints is not None and step > first and checkpoints.due():
                 checkpoints.save(slot, {"format": FORMAT, "step": step, "state": rule.state()})
-            report(step, total, rule.step(step, due(step)))
+            report(step, total, rule.step(step, schedules.pop(step) if step == schedules.soonest else ()))
             step += 1
     _check(rule, step)
     result = rule.result(step)
@@ -155,16 +155,29 @@ def restore_rng(state: dict[str, Any], generator: torch.Generator | None) -> Non
         generator.set_state(state["generator"])
 
 
-def _due(record: Mapping[str, Container[int]] | None) -> Callable[[int], tuple[str, ...]]:
-    """The names of the ``record`` schedules that hold a step (one membership test per schedule and step)."""
-    if not record:
-        return lambda step: ()
-    schedules = tuple(record.items())
-    if len(schedules) == 1:
-        ((name, when),) = schedules
-        names = (name,)
-        return lambda step: names if step in when else ()
-    return lambda step: tuple(name for name, when in schedules if step in when)
+class _Schedules:
+    """The ``record`` schedules as the steps come: each one's next step, so that a step which no schedule holds
+    costs one comparison (``soonest``), and the names of those that hold a step (:meth:`pop`)."""
+
+    def __init__(self, record: Mapping[str, Iterable[int]] | None, first: int) -> None:
+        self.upcoming = {name: _ascending(when, first) for name, when in (record or {}).items()}
+        self.heads = {name: next(steps_, math.inf) for name, steps_ in self.upcoming.items()}
+        self.soonest = min(self.heads.values(), default=math.inf)
+
+    def pop(self, step: int) -> tuple[str, ...]:
+        """The names of the schedules holding ``step`` (== :attr:`soonest`), each moved on to its next step."""
+        names = tuple(name for name, head in self.heads.items() if head == step)
+        for name in names:
+            self.heads[name] = next(self.upcoming[name], math.inf)
+        self.soonest = min(self.heads.values())
+        return names
+
+
+def _ascending(when: Iterable[int], first: int) -> Iterator[int]:
+    """The steps of a schedule from ``first`` on, in order (a ``range`` is walked as it is, not stored)."""
+    if isinstance(when, range) and when.step > 0:
+        return iter(when[max(0, -(-(first - when.start) // when.step)):])
+    return iter(sorted({int(s) for s in when if s >= first}))
 
 
 def _check(rule: StepRule[Any], step: int) -> None:

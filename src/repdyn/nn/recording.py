@@ -7,7 +7,7 @@ it runs under ``torch.no_grad()`` only at recorded steps, so it costs nothing on
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -62,6 +62,9 @@ class Schedule:
 
     def __contains__(self, step: int) -> bool:
         return step in self._set
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.steps.tolist())
 
     def __len__(self) -> int:
         return len(self.steps)
