@@ -365,9 +365,6 @@ class DigitsStructure(Experiment):
         model = Ensemble(factory, seeds=[seed + i for i in range(n_seeds)], gains=[config.gain] * n_seeds,
                          device=device)
         xt, yt = (torch.as_tensor(a, dtype=dtype, device=device) for a in (x, y))
-        zero_one = np.array([tracked_pair(labels, seed + i if config.pair_per_network else seed)
-                             for i in range(n_seeds)])  # (K, 2): member k's digit 0 and digit 1
-        tracked = torch.as_tensor(zero_one, device=device)
         layer = readout_layer(config.depth)
         points = torch.as_tensor(sorted_structure_points(labels), device=device)
         hidden0 = activations(model, xt[points], [layer])[layer]
@@ -383,6 +380,9 @@ class DigitsStructure(Experiment):
             return {"hidden0": hidden0.cpu().numpy(), "outputs0": outputs0.cpu().numpy(),
                     "hidden": activations(model, xt[points], [layer])[layer].cpu().numpy(),
                     "loss": result.trajectory["loss"]}
+        zero_one = np.array([tracked_pair(labels, seed + i if config.pair_per_network else seed)
+                             for i in range(n_seeds)])  # (K, 2): member k's digit 0 and digit 1
+        tracked = torch.as_tensor(zero_one, device=device)
         pairs = taylor_pairs(len(labels), config.taylor_pairs, seed)
         taylor0 = taylor_ratios(model, xt, pairs, layer) if structure else {}
         # Fig. 14 probes the network after taylor_epochs (paper: 30 of the 200): train in segments up to it and on.
