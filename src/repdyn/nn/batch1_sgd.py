@@ -190,7 +190,6 @@ class _Batch1SGD(StepRule):
         (the updates after a NaN only carry it on)."""
         return self.checked + int(torch.nonzero(self.bad)[0, 0])
 
-
     def look(self, step: int) -> None:
         self.checked = self.taken
 

@@ -147,7 +147,6 @@ class _FullBatchGD(StepRule):
     def done(self) -> bool:
         return self.stopped
 
-
     _STATE = ("delta0", "delta_scale", "drift", "ntk_initial", "fraction", "active", "lam_max", "previous",
               "threshold", "stopped_at")
 

@@ -81,7 +81,6 @@ class _KernelFlow(StepRule):
     def done(self) -> bool:
         return not bool(self.active.any())
 
-
     _STATE = ("a", "out", "dt", "t", "da", "v", "active", "last_rejected")
 
     def state(self) -> dict[str, Any]:

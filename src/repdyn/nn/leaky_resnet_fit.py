@@ -122,7 +122,6 @@ class _Fit(StepRule):
         return step - 1
 
 
-
     def state(self) -> dict:
         return {"optimizer": self.optimiser.state_dict(), "kind": self.optimiser.kind, **self.final(),
                 "history": {name: list(values) for name, values in self.history.items()}}
@@ -262,7 +261,6 @@ class _LBFGSFinish(StepRule):
     def done(self) -> bool:
         self._settle()
         return self.k >= self.model.members
-
 
     def state(self) -> dict:
         self._put_back()

@@ -227,7 +227,6 @@ class _Train(StepRule):
     def done(self) -> bool:
         return self.stopped_at >= 0
 
-
     def state(self) -> dict[str, Any]:
         return {"model": self.model.snapshot(), "optimizer": self.opt.state_dict(), "rng": rng_state(self.generator),
                 "recorded_steps": list(self.recorded_steps), "recorded_loss": list(self.recorded_loss),

@@ -215,7 +215,6 @@ class _AdamFit(StepRule):
     def done(self) -> bool:
         return bool((self.margins >= 1).all())
 
-
     def state(self) -> dict:
         return {"optimizer": self.optimiser.state_dict(), **self.final()}
 
@@ -310,7 +309,6 @@ class _MomentumFit(StepRule):
 
     def done(self) -> bool:
         return not bool(self.running)
-
 
     _STATE = ("theta", "v", "dt", "out", "g", "running", "all_finite", "steps")
 

@@ -104,7 +104,6 @@ class LeNet(nn.Module):
         found["output"] = out
         return out, {name: found[name] for name in taps}
 
-
     @staticmethod
     def _shared_input(params: Mapping[str, Tensor], x: Tensor) -> Tensor:
         """(R, n, K) logits of R networks on the same images ``x`` (n, C, 32, 32): for SHARED_GROUP networks at a
